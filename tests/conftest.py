@@ -1,0 +1,36 @@
+"""Test tiers: each folder under tests/ is one marker, applied here so no test forgets it.
+
+`gpu` tests are skipped (with the reason shown by -ra) where no NVIDIA GPU is present.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+TIERS = ("unit", "integration", "cluster", "browser", "native", "gpu")
+TESTS_DIR = Path(__file__).parent
+
+
+def _tier_of(path: Path) -> str | None:
+    try:
+        first = path.relative_to(TESTS_DIR).parts[0]
+    except (ValueError, IndexError):
+        return None
+    return first if first in TIERS else None
+
+
+def _has_real_gpu() -> bool:
+    return Path("/dev/nvidia0").exists() and shutil.which("nvidia-smi") is not None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    no_gpu = pytest.mark.skip(reason="no NVIDIA GPU on this machine (/dev/nvidia0 absent)")
+    for item in items:
+        tier = _tier_of(Path(str(item.fspath)))
+        if tier:
+            item.add_marker(getattr(pytest.mark, tier))
+        if item.get_closest_marker("gpu") and not _has_real_gpu():
+            item.add_marker(no_gpu)

@@ -1,0 +1,1 @@
+"""Cross-cutting pieces of the portal: health endpoints, the worker heartbeat, the layer ping."""

@@ -1,0 +1,41 @@
+"""Readiness probes: can this process reach what it needs? Each returns (ok, message)."""
+
+from __future__ import annotations
+
+import redis
+from django.conf import settings
+from django.db import connection
+from django.db.utils import DatabaseError
+
+
+def check_database() -> tuple[bool, str]:
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+            cursor.fetchone()
+    except DatabaseError as exc:
+        connection.close()
+        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return False, f"PostgreSQL unreachable: {first_line}"
+    return True, "PostgreSQL ok"
+
+
+def check_redis() -> tuple[bool, str]:
+    client = redis.Redis.from_url(
+        settings.REDIS_URL, socket_connect_timeout=2, socket_timeout=2, retry_on_timeout=False
+    )
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        return False, f"Redis unreachable at {_redacted(settings.REDIS_URL)}: {exc}"
+    finally:
+        client.close()
+    return True, "Redis ok"
+
+
+def _redacted(url: str) -> str:
+    """Drop credentials from a URL before it goes into a response or a log."""
+    if "@" in url:
+        scheme, _, rest = url.partition("://")
+        return f"{scheme}://***@{rest.split('@', 1)[1]}"
+    return url

@@ -1,0 +1,19 @@
+"""Writes of the core app. Each is one transaction."""
+
+from __future__ import annotations
+
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from portal.core.models import WorkerHeartbeat
+
+
+def record_heartbeat(worker: str) -> int:
+    """Count one heartbeat for `worker`. Idempotent in shape: one row per worker, counter bumped
+    with an UPDATE so two concurrent beats both count."""
+    now = timezone.now()
+    with transaction.atomic():
+        WorkerHeartbeat.objects.get_or_create(worker=worker, defaults={"seen_at": now})
+        WorkerHeartbeat.objects.filter(worker=worker).update(seen_at=now, beats=F("beats") + 1)
+        return WorkerHeartbeat.objects.get(worker=worker).beats

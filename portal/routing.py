@@ -1,0 +1,11 @@
+"""Websocket routes of the portal; each app adds its consumers here."""
+
+from __future__ import annotations
+
+from django.urls import path
+
+from portal.core.consumers import LayerPingConsumer
+
+websocket_urlpatterns = [
+    path("ws/ping/", LayerPingConsumer.as_asgi()),
+]

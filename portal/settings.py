@@ -1,0 +1,160 @@
+"""Django settings for the Tranche portal: the one place configuration is read.
+
+Everything comes from the environment through the typed helpers in `portal.env`. Development is
+opt-in (`TRANCHE_DEBUG=1`, set by `make run` and the tests); a production process refuses to start
+without a real secret key and explicit allowed hosts.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from portal.env import ConfigError, env_bool, env_int, env_list, env_secret, env_str
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+STATE_DIR = Path(env_str("TRANCHE_STATE_DIR", str(BASE_DIR / ".state")))
+
+DEBUG = env_bool("TRANCHE_DEBUG", default=False)
+_DEV_SECRET = "dev-only-insecure-secret-key-do-not-use-in-production"  # noqa: S105
+SECRET_KEY = env_secret("TRANCHE_SECRET_KEY", _DEV_SECRET if DEBUG else "")
+ALLOWED_HOSTS = env_list("TRANCHE_ALLOWED_HOSTS", ["localhost", "127.0.0.1"] if DEBUG else [])
+CSRF_TRUSTED_ORIGINS = env_list("TRANCHE_CSRF_TRUSTED_ORIGINS")
+
+
+def check_production_config(debug: bool, secret_key: str, allowed_hosts: list[str]) -> None:
+    """Refuse an insecure production configuration with a message saying what to set."""
+    if debug:
+        return
+    problems = []
+    if not secret_key or secret_key == _DEV_SECRET or len(secret_key) < 32:
+        problems.append("TRANCHE_SECRET_KEY (or TRANCHE_SECRET_KEY_FILE) must be 32+ random chars")
+    if not allowed_hosts or "*" in allowed_hosts:
+        problems.append("TRANCHE_ALLOWED_HOSTS must list the portal's host names (not '*')")
+    if problems:
+        raise ConfigError(
+            "Refusing to start in production (TRANCHE_DEBUG is off): " + "; ".join(problems)
+        )
+
+
+check_production_config(DEBUG, SECRET_KEY, ALLOWED_HOSTS)
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "channels",
+    "portal.core",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "portal.urls"
+ASGI_APPLICATION = "portal.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "portal" / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+
+def _local_secret(name: str) -> str:
+    """Secrets of the project-owned dev services (`deploy.local`), when they exist."""
+    path = STATE_DIR / "secrets" / name
+    return path.read_text().strip() if path.is_file() else ""
+
+
+# PostgreSQL is the truth. `make run`/`make test` start a project-owned instance on loopback and
+# export these; point them at an existing server to use that instead.
+DATABASES = {
+    "default": {
+        "ENGINE": "django.db.backends.postgresql",
+        "NAME": env_str("TRANCHE_DB_NAME", "tranche"),
+        "USER": env_str("TRANCHE_DB_USER", "tranche"),
+        "PASSWORD": env_secret("TRANCHE_DB_PASSWORD", _local_secret("db-password")),
+        "HOST": env_str("TRANCHE_DB_HOST", "127.0.0.1"),
+        "PORT": env_int("TRANCHE_DB_PORT", 55432, minimum=1),
+        "CONN_MAX_AGE": env_int("TRANCHE_DB_CONN_MAX_AGE", 60, minimum=0),
+        "OPTIONS": {"connect_timeout": env_int("TRANCHE_DB_CONNECT_TIMEOUT", 5, minimum=1)},
+    }
+}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+_REDIS_PORT = env_int("TRANCHE_REDIS_PORT", 56379, minimum=1)
+REDIS_URL = env_secret(
+    "TRANCHE_REDIS_URL", f"redis://:{_local_secret('redis-password')}@127.0.0.1:{_REDIS_PORT}/0"
+)
+
+CHANNEL_LAYERS = {
+    "default": {
+        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "CONFIG": {"hosts": [REDIS_URL], "prefix": env_str("TRANCHE_CHANNELS_PREFIX", "tranche")},
+    }
+}
+
+CELERY_BROKER_URL = env_str("TRANCHE_CELERY_BROKER_URL", REDIS_URL)
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_ALWAYS_EAGER = False
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+CELERY_TASK_DEFAULT_QUEUE = env_str("TRANCHE_CELERY_QUEUE", "tranche")
+CELERY_BEAT_SCHEDULE = {
+    "worker-heartbeat": {
+        "task": "portal.core.record_heartbeat",
+        "schedule": env_int("TRANCHE_HEARTBEAT_SECONDS", 30, minimum=1),
+    },
+}
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "/"
+LOGOUT_REDIRECT_URL = "/"
+
+SESSION_COOKIE_SECURE = not DEBUG
+CSRF_COOKIE_SECURE = not DEBUG
+SECURE_CONTENT_TYPE_NOSNIFF = True
+X_FRAME_OPTIONS = "DENY"
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("TRANCHE_LOG_LEVEL", "INFO")},
+}

@@ -1,0 +1,79 @@
+"""/healthz and /readyz against the real PostgreSQL and Redis, and a Redis that is stopped."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+
+import pytest
+
+from deploy.local.procs import wait_until
+
+pytestmark = pytest.mark.django_db
+
+
+def test_healthz_is_up(client):
+    resp = client.get("/healthz")
+    assert resp.status_code == 200
+    assert resp.json() == {"status": "ok"}
+
+
+def test_readyz_ready_with_real_services(client):
+    resp = client.get("/readyz")
+    assert resp.status_code == 200, resp.content
+    body = resp.json()
+    assert body["checks"]["database"]["ok"] is True
+    assert body["checks"]["redis"]["ok"] is True
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _port_open(port: int) -> bool:
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+@pytest.fixture
+def throwaway_redis(tmp_path):
+    """A real Redis of the test's own, so stopping it does not disturb the shared one."""
+    port = _free_port()
+    proc = subprocess.Popen(
+        [
+            shutil.which("redis-server") or "/usr/bin/redis-server",
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--dir",
+            str(tmp_path),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    assert wait_until(lambda: _port_open(port), 10), "throwaway redis did not start"
+    yield proc, port
+    proc.kill()
+    proc.wait()
+
+
+def test_readyz_reports_stopped_redis(client, settings, throwaway_redis):
+    proc, port = throwaway_redis
+    settings.REDIS_URL = f"redis://127.0.0.1:{port}/0"
+    assert client.get("/readyz").status_code == 200
+
+    proc.terminate()
+    proc.wait(timeout=10)
+    resp = client.get("/readyz")
+    assert resp.status_code == 503
+    body = resp.json()
+    assert body["checks"]["redis"]["ok"] is False
+    assert body["checks"]["database"]["ok"] is True
+    assert "Redis unreachable" in body["message"]
+    assert str(port) in body["message"]

@@ -1,0 +1,54 @@
+"""The websocket ping goes through the real Redis channel layer and back."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from channels.testing import WebsocketCommunicator
+
+from portal.asgi import application
+
+ORIGIN = [(b"origin", b"http://localhost")]
+
+
+async def _roundtrip(message: str) -> dict:
+    comm = WebsocketCommunicator(application, "/ws/ping/", headers=ORIGIN)
+    connected, _ = await comm.connect()
+    assert connected
+    await comm.send_to(text_data=message)
+    reply = json.loads(await comm.receive_from(timeout=5))
+    await comm.disconnect()
+    return reply
+
+
+def _run(coro):
+    return asyncio.run(coro)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_ping_comes_back_through_the_channel_layer():
+    assert _run(_roundtrip(json.dumps({"ping": "abc123"}))) == {
+        "pong": "abc123",
+        "via": "channel-layer",
+    }
+
+
+@pytest.mark.django_db(transaction=True)
+def test_malformed_ping_gets_a_clear_error():
+    reply = _run(_roundtrip("not json"))
+    assert "expected a JSON object" in reply["error"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_foreign_origin_is_refused():
+    async def attempt() -> bool:
+        comm = WebsocketCommunicator(
+            application, "/ws/ping/", headers=[(b"origin", b"http://evil.example")]
+        )
+        connected, _ = await comm.connect()
+        await comm.disconnect()
+        return connected
+
+    assert _run(attempt()) is False

@@ -1,0 +1,132 @@
+"""Settings for the local control plane: versions, paths and loopback ports.
+
+Everything that can vary between machines is read from the environment here, in
+one place, so the builder, launcher and test fixtures agree on the same paths.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+# Release built from the Go proxy. The staging modules in k8s/go.mod are pinned
+# to the matching v0.<minor>.<patch>; change both together.
+KUBE_VERSION = "v1.37.2"
+# Date of the v1.37.2 tag on the proxy; fixed so rebuilds are byte-identical
+# and the Go build cache is reused.
+KUBE_BUILD_DATE = "2026-10-27T12:01:04Z"
+KWOK_VERSION = "v0.8.0"
+ETCD_VERSION = "v3.6.16"
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+MODULE_DIR = Path(__file__).resolve().parent
+
+# Label kwok uses to pick the nodes it plays; nodes without it are left alone.
+FAKE_NODE_LABEL = ("kwok.x-k8s.io/node", "fake")
+
+# Feature gates passed to every component. Most are on by default in 1.37, but
+# naming them keeps the cluster's behaviour stable if defaults change and tells
+# readers which beta features Tranche relies on (consumable capacity above all).
+FEATURE_GATES = {
+    "DynamicResourceAllocation": True,
+    "DRAConsumableCapacity": True,
+    "DRAPartitionableDevices": True,
+    "DRAPrioritizedList": True,
+    "DRADeviceTaints": True,
+    "DRAResourceClaimDeviceStatus": True,
+}
+
+
+def _env_path(name: str, default: Path) -> Path:
+    value = os.environ.get(name)
+    return Path(value).expanduser() if value else default
+
+
+def _env_port(name: str, default: int) -> int:
+    value = os.environ.get(name)
+    if not value:
+        return default
+    port = int(value)
+    if not 0 < port < 65536:
+        raise ValueError(f"{name}={value} is not a TCP port")
+    return port
+
+
+@dataclass(frozen=True)
+class Ports:
+    """Loopback ports, chosen away from the standard ones (6443, 2379, 10257, ...)."""
+
+    apiserver: int
+    etcd_client: int
+    etcd_peer: int
+    controller_manager: int
+    scheduler: int
+    kwok: int
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Where binaries and state live, and which ports the components use."""
+
+    cache_dir: Path
+    state_dir: Path
+    ports: Ports
+
+    @property
+    def bin_dir(self) -> Path:
+        return self.cache_dir / f"k8s-{KUBE_VERSION}"
+
+    @property
+    def kube_binary(self) -> Path:
+        return self.bin_dir / "tranche-k8s"
+
+    @property
+    def etcd_binary(self) -> Path:
+        return self.bin_dir / "tranche-etcd"
+
+    @property
+    def kubectl(self) -> Path:
+        return self.bin_dir / "kubectl"
+
+    @property
+    def pki_dir(self) -> Path:
+        return self.state_dir / "pki"
+
+    @property
+    def log_dir(self) -> Path:
+        return self.state_dir / "logs"
+
+    @property
+    def run_dir(self) -> Path:
+        return self.state_dir / "run"
+
+    @property
+    def etcd_data_dir(self) -> Path:
+        return self.state_dir / "etcd"
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.state_dir / "kubeconfig"
+
+    @property
+    def server_url(self) -> str:
+        return f"https://127.0.0.1:{self.ports.apiserver}"
+
+    def log_path(self, component: str) -> Path:
+        return self.log_dir / f"{component}.log"
+
+
+def load_settings() -> Settings:
+    """Read settings from the environment (TRANCHE_CACHE, TRANCHE_CLUSTER_STATE, *_PORT)."""
+    cache = _env_path("TRANCHE_CACHE", Path.home() / ".cache" / "tranche")
+    state = _env_path("TRANCHE_CLUSTER_STATE", REPO_ROOT / ".state" / "cluster")
+    ports = Ports(
+        apiserver=_env_port("TRANCHE_APISERVER_PORT", 56443),
+        etcd_client=_env_port("TRANCHE_ETCD_PORT", 52379),
+        etcd_peer=_env_port("TRANCHE_ETCD_PEER_PORT", 52380),
+        controller_manager=_env_port("TRANCHE_KCM_PORT", 56257),
+        scheduler=_env_port("TRANCHE_SCHEDULER_PORT", 56259),
+        kwok=_env_port("TRANCHE_KWOK_PORT", 56247),
+    )
+    return Settings(cache_dir=cache, state_dir=state, ports=ports)

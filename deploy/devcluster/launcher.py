@@ -1,0 +1,255 @@
+"""Start, stop and inspect the local control plane (etcd, apiserver, controllers, kwok).
+
+`up()` is idempotent: it builds if needed, reuses a healthy running cluster,
+otherwise starts each component in order and waits for its health endpoint.
+If a component does not become healthy in time, everything this launcher
+started is stopped and `StartError` names the component and its log file.
+`down()` stops only processes whose pid file this launcher wrote and whose
+command line still matches the binary it started, so it never touches another
+cluster or a reused pid.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import ssl
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from deploy.devcluster.build import ensure_built
+from deploy.devcluster.components import (
+    SERVICE_IP,
+    Component,
+    Probe,
+    all_components,
+    client_kubeconfig,
+    kubeconfig_text,
+)
+from deploy.devcluster.config import Settings
+from deploy.devcluster.pki import ADMIN, CLIENTS, ensure_pki
+
+# Seconds each group may take to become healthy on a loaded 2-core machine.
+TIMEOUTS = {
+    "etcd": 60.0,
+    "kube-apiserver": 180.0,
+    "kube-controller-manager": 120.0,
+    "kube-scheduler": 120.0,
+    "kwok": 120.0,
+}
+STOP_GRACE_SECONDS = 15.0
+
+
+class StartError(RuntimeError):
+    """A component did not become healthy; the message names it and its log."""
+
+
+def _pid_file(settings: Settings, name: str) -> Path:
+    return settings.run_dir / f"{name}.pid"
+
+
+def _is_ours(pid: int, component: Component) -> bool:
+    """True if `pid` is alive (not a zombie) and runs the binary we started."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    if stat.rsplit(")", 1)[-1].split()[0] == "Z":
+        _reap(pid)
+        return False
+    return bool(cmdline) and cmdline[0].decode(errors="replace") == component.argv[0]
+
+
+def _reap(pid: int) -> None:
+    # Collect our own exited children so they do not linger as zombies; a pid
+    # that is not our child (started by an earlier CLI call) raises and is
+    # reaped by init instead.
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)
+
+
+def running_pid(settings: Settings, component: Component) -> int | None:
+    """The pid of `component` if this launcher started it and it still runs."""
+    path = _pid_file(settings, component.name)
+    try:
+        pid = int(path.read_text().strip())
+    except (OSError, ValueError):
+        return None
+    return pid if _is_ours(pid, component) else None
+
+
+def _ssl_context(settings: Settings, probe: Probe) -> ssl.SSLContext:
+    if probe.client is None:
+        # Controller-manager and scheduler serve /healthz with a self-signed
+        # certificate they generate; on loopback we only need liveness.
+        return ssl._create_unverified_context()  # noqa: S323
+    context = ssl.create_default_context(cafile=str(settings.pki_dir / "ca.crt"))
+    pki = settings.pki_dir
+    context.load_cert_chain(pki / f"{probe.client.stem}.crt", pki / f"{probe.client.stem}.key")
+    return context
+
+
+def probe_once(settings: Settings, probe: Probe) -> tuple[bool, str]:
+    """Call the health endpoint once; return (healthy, short detail)."""
+    context = _ssl_context(settings, probe) if probe.url.startswith("https") else None
+    try:
+        with urllib.request.urlopen(probe.url, timeout=5, context=context) as response:  # noqa: S310
+            body = response.read(200).decode(errors="replace").strip()
+            return response.status == 200, f"HTTP {response.status} {body}"
+    except urllib.error.HTTPError as exc:
+        return False, f"HTTP {exc.code} {exc.read(300).decode(errors='replace').strip()}"
+    except (OSError, ssl.SSLError) as exc:
+        return False, str(exc)
+
+
+def _log_tail(path: Path, lines: int = 15) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log written)"
+
+
+def _start(settings: Settings, component: Component) -> subprocess.Popen[bytes]:
+    log = settings.log_path(component.name)
+    with log.open("ab") as out:
+        out.write(f"\n=== start {time.strftime('%F %T')}: {' '.join(component.argv)}\n".encode())
+        out.flush()
+        proc = subprocess.Popen(
+            component.argv,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **component.env},
+            # Own session: Ctrl-C in the caller's terminal does not reach the
+            # cluster, and the processes outlive `python -m deploy.devcluster up`.
+            start_new_session=True,
+        )
+    _pid_file(settings, component.name).write_text(f"{proc.pid}\n")
+    return proc
+
+
+def _wait_healthy(settings: Settings, component: Component, proc: subprocess.Popen[bytes]) -> None:
+    timeout = TIMEOUTS[component.name]
+    deadline = time.monotonic() + timeout
+    detail = "not probed yet"
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise StartError(
+                f"{component.name} exited with code {proc.returncode} while starting; "
+                f"log: {settings.log_path(component.name)}\n"
+                f"{_log_tail(settings.log_path(component.name))}"
+            )
+        healthy, detail = probe_once(settings, component.probe)
+        if healthy:
+            return
+        time.sleep(0.5)
+    raise StartError(
+        f"{component.name} not healthy after {timeout:.0f}s ({component.probe.url}: {detail}); "
+        f"log: {settings.log_path(component.name)}\n{_log_tail(settings.log_path(component.name))}"
+    )
+
+
+def _write_configs(settings: Settings) -> None:
+    for folder in (settings.state_dir, settings.log_dir, settings.run_dir):
+        folder.mkdir(parents=True, exist_ok=True)
+    (settings.run_dir / "kwok-home").mkdir(exist_ok=True)
+    ensure_pki(settings.pki_dir, SERVICE_IP)
+    for client in CLIENTS:
+        path = client_kubeconfig(settings, client)
+        path.write_text(kubeconfig_text(settings, client))
+        path.chmod(0o600)
+    # kwok's stages come from the kwok code that was built (see k8s/main.go).
+    stages = subprocess.run(
+        [str(settings.kube_binary), "kwok-stages"], check=True, capture_output=True, text=True
+    ).stdout
+    (settings.run_dir / "kwok.yaml").write_text(stages)
+
+
+def is_healthy(settings: Settings) -> bool:
+    """True when every component runs (started by us) and answers its probe."""
+    for component in all_components(settings):
+        if running_pid(settings, component) is None:
+            return False
+        if not probe_once(settings, component.probe)[0]:
+            return False
+    return True
+
+
+def up(settings: Settings, fresh: bool = False) -> Path:
+    """Start the cluster if it is not already healthy; return the admin kubeconfig path.
+
+    `fresh` wipes the etcd data first so the cluster starts empty.
+    """
+    ensure_built(settings)
+    if not fresh and is_healthy(settings):
+        print(f"[up] already running; kubeconfig: {settings.kubeconfig}", flush=True)
+        return settings.kubeconfig
+    down(settings, quiet=True)  # clear half-started leftovers before starting again
+    if fresh and settings.etcd_data_dir.exists():
+        shutil.rmtree(settings.etcd_data_dir)
+    _write_configs(settings)
+    started_at = time.monotonic()
+    components = all_components(settings)
+    try:
+        for component in components:
+            proc = _start(settings, component)
+            _wait_healthy(settings, component, proc)
+            print(
+                f"[up] {component.name} healthy ({time.monotonic() - started_at:.1f}s)", flush=True
+            )
+    except (StartError, OSError, subprocess.CalledProcessError):
+        down(settings, quiet=True)
+        raise
+    print(f"[up] cluster ready in {time.monotonic() - started_at:.1f}s", flush=True)
+    print(f"[up] kubeconfig: {settings.kubeconfig}", flush=True)
+    return settings.kubeconfig
+
+
+def _stop(settings: Settings, component: Component, quiet: bool) -> None:
+    pid = running_pid(settings, component)
+    pid_file = _pid_file(settings, component.name)
+    if pid is not None:
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + STOP_GRACE_SECONDS
+        while time.monotonic() < deadline and _is_ours(pid, component):
+            time.sleep(0.1)
+        if _is_ours(pid, component):
+            os.kill(pid, signal.SIGKILL)
+            while _is_ours(pid, component):
+                time.sleep(0.05)
+        _reap(pid)
+        if not quiet:
+            print(f"[down] stopped {component.name} (pid {pid})", flush=True)
+    pid_file.unlink(missing_ok=True)
+
+
+def down(settings: Settings, purge: bool = False, quiet: bool = False) -> None:
+    """Stop every component this launcher started, newest first; `purge` also deletes state."""
+    for component in reversed(all_components(settings)):
+        _stop(settings, component, quiet)
+    if purge and settings.state_dir.exists():
+        shutil.rmtree(settings.state_dir)
+        if not quiet:
+            print(f"[down] removed {settings.state_dir}", flush=True)
+
+
+def status(settings: Settings) -> dict[str, str]:
+    """One line of state per component (pid and probe result)."""
+    result = {}
+    for component in all_components(settings):
+        pid = running_pid(settings, component)
+        if pid is None:
+            result[component.name] = "stopped"
+            continue
+        healthy, detail = probe_once(settings, component.probe)
+        result[component.name] = f"pid {pid}, {'healthy' if healthy else 'unhealthy'}: {detail}"
+    return result
+
+
+__all__ = ["ADMIN", "StartError", "down", "is_healthy", "status", "up"]

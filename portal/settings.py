@@ -48,6 +48,11 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "channels",
     "portal.core",
+    "portal.audit",
+    "portal.tenants",
+    "portal.catalog",
+    "portal.orders",
+    "portal.billing",
 ]
 
 MIDDLEWARE = [
@@ -142,8 +147,9 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
+STATICFILES_DIRS = [BASE_DIR / "portal" / "static"]
 LOGIN_URL = "login"
-LOGIN_REDIRECT_URL = "/"
+LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "/"
 
 SESSION_COOKIE_SECURE = not DEBUG

@@ -1,0 +1,1 @@
+"""Billing staff tooling: staff groups and CSV exports of subscriptions and orders."""

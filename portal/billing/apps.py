@@ -1,0 +1,9 @@
+"""App config of the billing-staff tooling."""
+
+from django.apps import AppConfig
+
+
+class BillingConfig(AppConfig):
+    name = "portal.billing"
+    label = "billing"
+    verbose_name = "Billing"

@@ -1,0 +1,1 @@
+"""Catalogue: GPU models and the fixed slices (products) sold on them."""

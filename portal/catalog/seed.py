@@ -1,0 +1,55 @@
+"""The reference catalogue: Tesla V100-PCIE-32GB slices of 8/16/32 GiB at 25/50/100 %."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from django.db import transaction
+
+from portal.catalog.models import GpuModel, Product
+from portal.core.seeding import seeder
+
+V100_PRODUCTS = [
+    # (size GiB, percent, monthly EUR, hourly EUR)
+    (8, 25, Decimal("90.00"), Decimal("0.1250")),
+    (16, 50, Decimal("170.00"), Decimal("0.2400")),
+    (32, 100, Decimal("320.00"), Decimal("0.4500")),
+]
+
+
+@transaction.atomic
+def ensure_catalogue() -> list[Product]:
+    """Create the V100 model and products if missing (idempotent; never overwrites prices)."""
+    gpu, _ = GpuModel.objects.get_or_create(
+        name="Tesla V100-PCIE-32GB",
+        defaults={
+            "short_name": "v100",
+            "memory_mib": 32768,
+            "compute_capability": "7.0",
+            "architecture": "Volta",
+        },
+    )
+    products = []
+    for gib, percent, monthly, hourly in V100_PRODUCTS:
+        product, _ = Product.objects.get_or_create(
+            device_class=f"tranche-v100-{gib}g",
+            defaults={
+                "gpu_model": gpu,
+                "name": f"V100 {gib} GiB slice ({percent} %)",
+                "fraction_percent": percent,
+                "memory_mib": gib * 1024,
+                "compute_percent": percent,
+                "monthly_price": monthly,
+                "hourly_price": hourly,
+                "currency": "EUR",
+            },
+        )
+        products.append(product)
+    return products
+
+
+@seeder
+def seed_catalogue(password: str) -> list[str]:
+    """Demo seeder: the V100 catalogue."""
+    products = ensure_catalogue()
+    return [f"Catalogue: {', '.join(p.device_class for p in products)}"]

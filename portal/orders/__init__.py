@@ -1,0 +1,1 @@
+"""Orders: subscriptions (the entitlement), the orders that change them, and reported usage."""

@@ -1,0 +1,9 @@
+"""App config of the orders app."""
+
+from django.apps import AppConfig
+
+
+class OrdersConfig(AppConfig):
+    name = "portal.orders"
+    label = "orders"
+    verbose_name = "Orders and subscriptions"

@@ -1,0 +1,126 @@
+"""Subscription (project x product x quantity: the entitlement), Order (the only way to change
+it, with a state machine, conditions and history) and ProjectUsage (reported by the controller).
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+from portal.catalog.models import Product
+from portal.tenants.models import Organization, Project
+
+MAX_SLICES_PER_PRODUCT = 16
+
+
+class Subscription(models.Model):
+    """How many slices of one product a project is entitled to hold at once (0 = none)."""
+
+    project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="subscriptions")
+    product = models.ForeignKey(Product, on_delete=models.PROTECT, related_name="subscriptions")
+    quantity = models.PositiveSmallIntegerField(default=0)
+    version = models.PositiveIntegerField(default=0, help_text="Bumped by every order (CAS).")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["project", "product"], name="one_sub_per_product"),
+            models.CheckConstraint(
+                condition=models.Q(quantity__lte=MAX_SLICES_PER_PRODUCT), name="sub_quantity_max"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.project} x {self.product.device_class} x {self.quantity}"
+
+
+class Order(models.Model):
+    """A buy, resize or cancel of one subscription; state changes are compare-and-swap."""
+
+    class Kind(models.TextChoices):
+        BUY = "buy", "Buy"
+        RESIZE = "resize", "Resize"
+        CANCEL = "cancel", "Cancel"
+
+    class State(models.TextChoices):
+        PENDING = "pending", "Pending"
+        PROVISIONING = "provisioning", "Provisioning"
+        ACTIVE = "active", "Active"
+        FAILED = "failed", "Failed"
+        CANCELLING = "cancelling", "Cancelling"
+        CANCELLED = "cancelled", "Cancelled"
+
+    organization = models.ForeignKey(Organization, on_delete=models.PROTECT)
+    project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="orders")
+    product = models.ForeignKey(Product, on_delete=models.PROTECT)
+    subscription = models.ForeignKey(Subscription, on_delete=models.PROTECT, related_name="orders")
+    kind = models.CharField(max_length=8, choices=Kind.choices)
+    from_quantity = models.PositiveSmallIntegerField()
+    quantity = models.PositiveSmallIntegerField(help_text="Target quantity of the subscription.")
+    state = models.CharField(max_length=16, choices=State.choices, default=State.PENDING)
+    failure_reason = models.CharField(max_length=64, blank=True)
+    failure_message = models.CharField(max_length=500, blank=True)
+    conditions = models.JSONField(default=list, blank=True)
+    generation = models.PositiveIntegerField(default=1)
+    idempotency_key = models.CharField(max_length=64)
+    unit_monthly_price = models.DecimalField(max_digits=10, decimal_places=2)
+    monthly_total = models.DecimalField(max_digits=12, decimal_places=2)
+    prorata_charge = models.DecimalField(max_digits=12, decimal_places=2)
+    currency = models.CharField(max_length=3)
+    placed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["organization", "idempotency_key"], name="order_idempotency_per_org"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"Order #{self.pk} {self.kind} {self.product.device_class} → {self.quantity}"
+
+    @property
+    def is_open(self) -> bool:
+        return self.state in (self.State.PENDING, self.State.PROVISIONING, self.State.CANCELLING)
+
+
+class OrderEvent(models.Model):
+    """One entry of an order's history (placement and each state change)."""
+
+    order = models.ForeignKey(Order, on_delete=models.CASCADE, related_name="events")
+    at = models.DateTimeField(auto_now_add=True)
+    from_state = models.CharField(max_length=16, blank=True)
+    to_state = models.CharField(max_length=16)
+    actor_label = models.CharField(max_length=200)
+    message = models.CharField(max_length=500, blank=True)
+
+    class Meta:
+        ordering = ["at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.from_state or '∅'} → {self.to_state}"
+
+
+class ProjectUsage(models.Model):
+    """Slices of one product claimed in a project, as last reported by the controller."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="usage")
+    product = models.ForeignKey(Product, on_delete=models.CASCADE)
+    allocated = models.PositiveIntegerField(default=0)
+    pending = models.PositiveIntegerField(default=0)
+    pending_reason = models.CharField(max_length=500, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["project", "product"], name="one_usage_per_product")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.project} {self.product.device_class}: {self.allocated}+{self.pending}"

@@ -1,0 +1,38 @@
+"""Hand reconcile work to the controller's Celery workers, by name (no `controller` import).
+
+Messages are hints: the database is the truth and the periodic resync repairs a lost message, so
+a broker outage is logged, never raised into the tenant's request.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from django.conf import settings
+from django.db import transaction
+
+log = logging.getLogger(__name__)
+RECONCILE_TASK = "controller.reconcile_project"
+
+
+def send_reconcile(project_id: int) -> None:
+    """Send `controller.reconcile_project(project_id)` now (call after commit)."""
+    from portal.celery import app
+
+    try:
+        app.send_task(
+            RECONCILE_TASK,
+            args=[project_id],
+            queue=settings.CELERY_TASK_DEFAULT_QUEUE,
+            retry=True,
+            retry_policy={"max_retries": 1, "interval_start": 0, "interval_step": 0.5},
+        )
+    except Exception:
+        log.warning(
+            "could not enqueue %s(%s); the resync will catch up", RECONCILE_TASK, project_id
+        )
+
+
+def enqueue_reconcile(project_id: int) -> None:
+    """Send the reconcile once the current transaction commits (nothing if it rolls back)."""
+    transaction.on_commit(lambda: send_reconcile(project_id))

@@ -1,0 +1,142 @@
+"""Reads of orders, subscriptions and usage, scoped to a project the caller already reached
+through `tenants.selectors.get_project` (so another organization's rows are never visible)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date
+from decimal import Decimal
+
+from django.db.models import QuerySet
+from django.http import Http404
+from django.utils import timezone
+
+from portal.catalog.models import Product
+from portal.orders import pricing
+from portal.orders.models import MAX_SLICES_PER_PRODUCT, Order, ProjectUsage, Subscription
+from portal.tenants.errors import ServiceError
+from portal.tenants.models import Project
+
+
+@dataclass(frozen=True)
+class Quote:
+    """What an order would do and cost; shown on the confirmation page, stored on the order."""
+
+    kind: str
+    from_quantity: int
+    quantity: int
+    unit_monthly_price: Decimal
+    monthly_total: Decimal
+    prorata_charge: Decimal
+    currency: str
+    remaining_days: int
+    days_in_month: int
+
+
+@dataclass(frozen=True)
+class QuotaLine:
+    """One product on the quota page."""
+
+    product: Product
+    entitled: int
+    allocated: int | None
+    pending: int | None
+    pending_reason: str
+    open_orders: int
+    reported_at: object
+
+
+def current_quantity(project: Project, product: Product) -> int:
+    """The project's entitled quantity of `product` (0 when never bought)."""
+    sub = Subscription.objects.filter(project=project, product=product).first()
+    return sub.quantity if sub else 0
+
+
+def quote_order(
+    project: Project, product: Product, quantity: int, today: date | None = None
+) -> Quote:
+    """Validate the target `quantity` and price it; raises `ServiceError` with the reason."""
+    if not 0 <= quantity <= MAX_SLICES_PER_PRODUCT:
+        raise ServiceError(
+            f"Quantity must be between 0 and {MAX_SLICES_PER_PRODUCT} slices per product "
+            f"(you asked for {quantity}). Choose a number in that range."
+        )
+    current = current_quantity(project, product)
+    if quantity == current:
+        raise ServiceError(
+            f"The project already holds {current} x {product.name}; nothing would change. "
+            "Choose a different quantity."
+        )
+    if current == 0:
+        kind = Order.Kind.BUY
+        if not product.sellable:
+            raise ServiceError(f"{product.name} is no longer sold. Choose another product.")
+    elif quantity == 0:
+        kind = Order.Kind.CANCEL
+    else:
+        kind = Order.Kind.RESIZE
+        if quantity > current and not product.sellable:
+            raise ServiceError(
+                f"{product.name} is no longer sold, so it cannot grow. You can shrink or cancel."
+            )
+    today = today or timezone.localdate()
+    remaining, days = pricing.prorata_fraction(today)
+    return Quote(
+        kind=kind,
+        from_quantity=current,
+        quantity=quantity,
+        unit_monthly_price=product.monthly_price,
+        monthly_total=pricing.monthly_total(product.monthly_price, quantity),
+        prorata_charge=pricing.order_charge(product.monthly_price, current, quantity, today),
+        currency=product.currency,
+        remaining_days=remaining,
+        days_in_month=days,
+    )
+
+
+def orders_of(project: Project) -> QuerySet[Order]:
+    """The project's orders, newest first."""
+    return Order.objects.filter(project=project).select_related("product", "placed_by")
+
+
+def get_order(project: Project, order_id: int) -> Order:
+    """One order of the project, or 404."""
+    order = orders_of(project).filter(pk=order_id).first()
+    if order is None:
+        raise Http404("No such order.")
+    return order
+
+
+def subscriptions_of(project: Project) -> QuerySet[Subscription]:
+    """The project's subscriptions that hold slices."""
+    return Subscription.objects.filter(project=project, quantity__gt=0).select_related("product")
+
+
+def quota_lines(project: Project) -> list[QuotaLine]:
+    """Entitled, allocated and pending slices per product (usage None = not yet reported)."""
+    subs = {s.product_id: s for s in Subscription.objects.filter(project=project)}
+    usage = {u.product_id: u for u in ProjectUsage.objects.filter(project=project)}
+    open_counts: dict[int, int] = {}
+    for order in Order.objects.filter(
+        project=project,
+        state__in=[Order.State.PENDING, Order.State.PROVISIONING, Order.State.CANCELLING],
+    ).only("product_id"):
+        open_counts[order.product_id] = open_counts.get(order.product_id, 0) + 1
+    lines = []
+    product_ids = set(subs) | set(usage)
+    for product in Product.objects.filter(pk__in=product_ids).select_related("gpu_model"):
+        sub, use = subs.get(product.pk), usage.get(product.pk)
+        if (sub is None or sub.quantity == 0) and use is None and not open_counts.get(product.pk):
+            continue
+        lines.append(
+            QuotaLine(
+                product=product,
+                entitled=sub.quantity if sub else 0,
+                allocated=use.allocated if use else None,
+                pending=use.pending if use else None,
+                pending_reason=use.pending_reason if use else "",
+                open_orders=open_counts.get(product.pk, 0),
+                reported_at=use.updated_at if use else None,
+            )
+        )
+    return lines

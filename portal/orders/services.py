@@ -1,0 +1,124 @@
+"""Place orders: the one write path that changes a subscription (the entitlement).
+
+`place_order` runs in one transaction: it locks the organization row (fresh suspension status,
+one order at a time per organization), dedups on the idempotency key (same key + same request →
+the existing order, created=False), bumps the subscription with a compare-and-swap on its
+version, records the order, its first history entry and an audit row, and asks the controller to
+reconcile the project after commit. On any refusal nothing is written.
+"""
+
+from __future__ import annotations
+
+from django.db import transaction
+
+from portal.audit.services import record_audit
+from portal.catalog.models import Product
+from portal.orders.models import Order, OrderEvent, Subscription
+from portal.orders.queue import enqueue_reconcile
+from portal.orders.selectors import quote_order
+from portal.tenants.errors import (
+    ConflictError,
+    NotAllowedError,
+    OrganizationSuspendedError,
+    ServiceError,
+)
+from portal.tenants.models import Membership, Organization, Project
+
+KEY_MAX = 64
+
+
+def suspension_message(organization: Organization) -> str:
+    """What a tenant of a suspended organization reads when ordering."""
+    reason = organization.suspension_reason or "no reason was recorded"
+    return (
+        f"Your organization {organization.name} is suspended ({reason}), so new orders, resizes "
+        "and cancellations are refused. Running slices are not changed. Contact billing support "
+        "to resume the account, then order again."
+    )
+
+
+@transaction.atomic
+def place_order(
+    *,
+    membership: Membership,
+    project: Project,
+    product: Product,
+    quantity: int,
+    idempotency_key: str,
+) -> tuple[Order, bool]:
+    """Buy, resize or cancel (target `quantity`, 0 = cancel). Returns (order, created)."""
+    if project.organization_id != membership.organization_id:
+        raise ServiceError("This project does not belong to your organization.")
+    if not membership.can_order:
+        raise NotAllowedError(
+            "Viewers cannot place orders. Ask an owner of the organization for the member role."
+        )
+    key = (idempotency_key or "").strip()
+    if not key or len(key) > KEY_MAX:
+        raise ServiceError(
+            "The order form is missing its one-time key or it is malformed. "
+            "Reload the order page and confirm again."
+        )
+    organization = Organization.objects.select_for_update().get(pk=membership.organization_id)
+    existing = Order.objects.filter(organization=organization, idempotency_key=key).first()
+    if existing is not None:
+        if (existing.project_id, existing.product_id, existing.quantity) != (
+            project.pk,
+            product.pk,
+            quantity,
+        ):
+            raise ServiceError(
+                "This confirmation was already used for a different order. "
+                "Reload the order page to get a fresh confirmation."
+            )
+        return existing, False
+    if organization.is_suspended:
+        raise OrganizationSuspendedError(suspension_message(organization))
+
+    sub, _ = Subscription.objects.get_or_create(project=project, product=product)
+    quote = quote_order(project, product, quantity)
+    swapped = Subscription.objects.filter(
+        pk=sub.pk, version=sub.version, quantity=quote.from_quantity
+    ).update(quantity=quantity, version=sub.version + 1)
+    if not swapped:
+        raise ConflictError(
+            "The subscription changed while you were ordering (another order came first). "
+            "Reload the page to see the new quantity and confirm again."
+        )
+    order = Order.objects.create(
+        organization=organization,
+        project=project,
+        product=product,
+        subscription=sub,
+        kind=quote.kind,
+        from_quantity=quote.from_quantity,
+        quantity=quantity,
+        idempotency_key=key,
+        unit_monthly_price=quote.unit_monthly_price,
+        monthly_total=quote.monthly_total,
+        prorata_charge=quote.prorata_charge,
+        currency=quote.currency,
+        placed_by=membership.user,
+    )
+    OrderEvent.objects.create(
+        order=order,
+        to_state=order.state,
+        actor_label=membership.user.get_username(),
+        message=f"{quote.kind} {quote.from_quantity} → {quantity}",
+    )
+    record_audit(
+        actor=membership.user,
+        action=f"order.{quote.kind}",
+        obj=order,
+        organization_id=organization.pk,
+        before={"subscription": sub.pk, "quantity": quote.from_quantity},
+        after={
+            "subscription": sub.pk,
+            "quantity": quantity,
+            "prorata_charge": str(quote.prorata_charge),
+            "monthly_total": str(quote.monthly_total),
+            "currency": quote.currency,
+        },
+    )
+    enqueue_reconcile(project.pk)
+    return order, True

@@ -1,0 +1,1 @@
+"""Tenants: organizations (billing accounts), memberships with roles, projects (namespaces)."""

@@ -1,0 +1,75 @@
+"""Reads of tenants, always scoped to the caller's memberships.
+
+An object of another organization is indistinguishable from a missing one: both raise `Http404`.
+"""
+
+from __future__ import annotations
+
+from django.db.models import QuerySet
+from django.http import Http404
+
+from portal.tenants.models import Invitation, Membership, Organization, Project
+
+
+def memberships_of(user) -> QuerySet[Membership]:
+    """The caller's memberships, with their organizations."""
+    if not getattr(user, "is_authenticated", False):
+        return Membership.objects.none()
+    return Membership.objects.filter(user=user).select_related("organization")
+
+
+def get_membership(user, organization_id: int) -> Membership:
+    """The caller's membership in `organization_id`, or 404."""
+    found = memberships_of(user).filter(organization_id=organization_id).first()
+    if found is None:
+        raise Http404("No such organization.")
+    return found
+
+
+def projects_of(user) -> QuerySet[Project]:
+    """Projects of every organization the caller belongs to."""
+    org_ids = memberships_of(user).values("organization_id")
+    return Project.objects.filter(organization_id__in=org_ids).select_related("organization")
+
+
+def get_project(user, project_id: int) -> tuple[Project, Membership]:
+    """The project and the caller's membership in its organization, or 404."""
+    project = projects_of(user).filter(pk=project_id).first()
+    if project is None:
+        raise Http404("No such project.")
+    return project, get_membership(user, project.organization_id)
+
+
+def members_of(membership: Membership) -> QuerySet[Membership]:
+    """Members of the caller's organization."""
+    return (
+        Membership.objects.filter(organization_id=membership.organization_id)
+        .select_related("user")
+        .order_by("user__username")
+    )
+
+
+def pending_invitations(membership: Membership) -> QuerySet[Invitation]:
+    """Open invitations of the caller's organization (owners only see them)."""
+    if membership.role != Membership.Role.OWNER:
+        return Invitation.objects.none()
+    return Invitation.objects.filter(
+        organization_id=membership.organization_id, accepted_at__isnull=True
+    ).order_by("-created_at")
+
+
+def get_open_invitation(token: str) -> Invitation:
+    """An unaccepted invitation by its token, or 404."""
+    found = (
+        Invitation.objects.select_related("organization")
+        .filter(token=token[:64], accepted_at__isnull=True)
+        .first()
+    )
+    if found is None:
+        raise Http404("This invitation link is unknown or was already used.")
+    return found
+
+
+def get_organization(organization_id: int) -> Organization:
+    """Staff-side lookup (admin); tenants go through `get_membership`."""
+    return Organization.objects.get(pk=organization_id)

@@ -1,0 +1,160 @@
+"""Writes of tenants: sign-up, projects, invitations, suspension. One transaction each.
+
+Suspension and resumption are compare-and-swap on `status` (idempotent: suspending a suspended
+organization changes nothing and writes no audit row) and are audited.
+"""
+
+from __future__ import annotations
+
+import secrets
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+from django.utils import timezone
+
+from portal.audit.services import record_audit
+from portal.tenants.errors import NotAllowedError, ServiceError
+from portal.tenants.models import Invitation, Membership, Organization, Project
+from portal.tenants.naming import derive_namespace, dns_slug
+
+
+def _unique_slug(base: str, taken) -> str:
+    slug = dns_slug(base, max_len=32, fallback="x")
+    candidate, n = slug, 1
+    while taken(candidate):
+        n += 1
+        candidate = f"{slug}-{n}"
+    return candidate
+
+
+def _new_project(organization: Organization, name: str) -> Project:
+    slug = _unique_slug(
+        name, lambda s: Project.objects.filter(organization=organization, slug=s).exists()
+    )
+    return Project.objects.create(
+        organization=organization,
+        name=name,
+        slug=slug,
+        namespace=derive_namespace(organization.slug, slug),
+    )
+
+
+@transaction.atomic
+def sign_up(
+    *, username: str, email: str, password: str, organization_name: str, project_name: str
+) -> tuple[AbstractBaseUser, Organization, Project]:
+    """Create a user, their organization (they own it) and its first project."""
+    user_model = get_user_model()
+    if user_model.objects.filter(username__iexact=username).exists():
+        raise ServiceError(
+            f"The username {username!r} is already taken. Choose another, or log in if it is yours."
+        )
+    user = user_model.objects.create_user(username=username, email=email, password=password)
+    slug = _unique_slug(organization_name, lambda s: Organization.objects.filter(slug=s).exists())
+    organization = Organization.objects.create(name=organization_name, slug=slug)
+    Membership.objects.create(user=user, organization=organization, role=Membership.Role.OWNER)
+    project = _new_project(organization, project_name)
+    return user, organization, project
+
+
+@transaction.atomic
+def create_project(*, membership: Membership, name: str) -> Project:
+    """Add a project (and its namespace name) to the caller's organization; owners and members."""
+    if not membership.can_order:
+        raise NotAllowedError(
+            "Viewers cannot create projects. Ask an owner of the organization for the member role."
+        )
+    return _new_project(membership.organization, name)
+
+
+@transaction.atomic
+def invite_member(*, membership: Membership, email: str, role: str) -> Invitation:
+    """Create an invitation link for `email` with `role`; owners only."""
+    if membership.role != Membership.Role.OWNER:
+        raise NotAllowedError("Only owners can invite people. Ask an owner of the organization.")
+    if role not in Membership.Role.values:
+        raise ServiceError(f"Unknown role {role!r}. Choose owner, member or viewer.")
+    return Invitation.objects.create(
+        organization=membership.organization,
+        email=email,
+        role=role,
+        token=secrets.token_urlsafe(32),
+        invited_by=membership.user,
+    )
+
+
+@transaction.atomic
+def accept_invitation(*, user, invitation: Invitation) -> Membership:
+    """Join the invitation's organization; the link works once (compare-and-swap on it)."""
+    claimed = Invitation.objects.filter(pk=invitation.pk, accepted_at__isnull=True).update(
+        accepted_at=timezone.now(), accepted_by=user
+    )
+    if not claimed:
+        raise ServiceError("This invitation was already used. Ask the owner for a new link.")
+    membership, _ = Membership.objects.get_or_create(
+        user=user, organization_id=invitation.organization_id, defaults={"role": invitation.role}
+    )
+    return membership
+
+
+def _set_status(
+    *, actor, organization_id: int, old: str, new: str, reason: str, action: str
+) -> bool:
+    with transaction.atomic():
+        changed = Organization.objects.filter(pk=organization_id, status=old).update(
+            status=new, suspension_reason=reason[:200]
+        )
+        if changed:
+            org = Organization.objects.get(pk=organization_id)
+            record_audit(
+                actor=actor,
+                action=action,
+                obj=org,
+                organization_id=org.pk,
+                before={"status": old},
+                after={"status": new, "reason": reason[:200]},
+                system="admin",
+            )
+        return bool(changed)
+
+
+def suspend_organization(*, actor, organization_id: int, reason: str = "") -> bool:
+    """Suspend an active organization (no new orders). Returns False if it was not active."""
+    return _set_status(
+        actor=actor,
+        organization_id=organization_id,
+        old=Organization.Status.ACTIVE,
+        new=Organization.Status.SUSPENDED,
+        reason=reason or "Suspended by billing staff.",
+        action="organization.suspend",
+    )
+
+
+def resume_organization(*, actor, organization_id: int) -> bool:
+    """Resume a suspended organization. Returns False if it was not suspended."""
+    return _set_status(
+        actor=actor,
+        organization_id=organization_id,
+        old=Organization.Status.SUSPENDED,
+        new=Organization.Status.ACTIVE,
+        reason="",
+        action="organization.resume",
+    )
+
+
+@transaction.atomic
+def record_project_resources(
+    *, project_id: int, cpu_used_millicores: int, memory_used_mib: int
+) -> bool:
+    """Controller: store the project's CPU/RAM quota use. Writes only when a value changed."""
+    changed = (
+        Project.objects.filter(pk=project_id)
+        .exclude(cpu_used_millicores=cpu_used_millicores, memory_used_mib=memory_used_mib)
+        .update(
+            cpu_used_millicores=cpu_used_millicores,
+            memory_used_mib=memory_used_mib,
+            usage_reported_at=timezone.now(),
+        )
+    )
+    return bool(changed)

@@ -3,12 +3,51 @@
 from __future__ import annotations
 
 from django.contrib import admin
-from django.urls import path
+from django.contrib.auth import views as auth_views
+from django.urls import path, register_converter
 
+from portal.catalog import views as catalog_views
 from portal.core import views as core_views
+from portal.orders import views as order_views
+from portal.tenants import views as tenant_views
+
+
+class IdConverter:
+    """A database id: 1 to 18 digits, so an oversized number is a 404, never a 500."""
+
+    regex = "[0-9]{1,18}"
+
+    def to_python(self, value: str) -> int:
+        return int(value)
+
+    def to_url(self, value: int) -> str:
+        return str(value)
+
+
+register_converter(IdConverter, "id")
+P = "projects/<id:project_id>/"
 
 urlpatterns = [
     path("healthz", core_views.healthz, name="healthz"),
     path("readyz", core_views.readyz, name="readyz"),
     path("admin/", admin.site.urls),
+    path("", tenant_views.home, name="home"),
+    path("signup/", tenant_views.signup, name="signup"),
+    path("login/", auth_views.LoginView.as_view(), name="login"),
+    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("orgs/<id:organization_id>/", tenant_views.organization, name="organization"),
+    path("invite/<str:token>/", tenant_views.accept_invitation, name="accept_invitation"),
+    path("switch/", tenant_views.switch_project, name="switch_project"),
+    path("catalogue/", catalog_views.catalogue, name="catalogue"),
+    path(P, order_views.quota, name="quota"),
+    path(P + "order/", order_views.order_form, name="order_form"),
+    path(P + "order/confirm/", order_views.order_confirm, name="order_confirm"),
+    path(P + "orders/", order_views.order_list, name="order_list"),
+    path(P + "orders/<id:order_id>/", order_views.order_detail, name="order_detail"),
+    path(P + "manifests/<id:product_id>/", catalog_views.manifest, name="manifest"),
+    path(
+        P + "manifests/<id:product_id>/download/",
+        catalog_views.manifest_download,
+        name="manifest_download",
+    ),
 ]

@@ -1,0 +1,37 @@
+"""Staff admin of the catalogue: GPU models and products with prices, editable by billing."""
+
+from __future__ import annotations
+
+from django.contrib import admin
+
+from portal.catalog.models import GpuModel, Product
+
+
+@admin.register(GpuModel)
+class GpuModelAdmin(admin.ModelAdmin):
+    list_display = ("name", "short_name", "memory_mib", "compute_capability", "architecture")
+
+
+@admin.register(Product)
+class ProductAdmin(admin.ModelAdmin):
+    list_display = (
+        "name",
+        "device_class",
+        "gpu_model",
+        "memory_mib",
+        "compute_percent",
+        "monthly_price",
+        "hourly_price",
+        "currency",
+        "sellable",
+    )
+    list_editable = ("monthly_price", "hourly_price", "sellable")
+    list_filter = ("sellable", "gpu_model")
+    search_fields = ("name", "device_class")
+
+    def get_readonly_fields(self, request, obj=None):
+        # The DeviceClass name is what the cluster and existing quotas refer to: fixed once sold.
+        return ("device_class",) if obj is not None else ()
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False

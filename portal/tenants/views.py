@@ -1,0 +1,118 @@
+"""Tenant account pages: landing, sign-up, organization, invitations, project switching."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth import login
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+
+from portal.tenants import selectors, services
+from portal.tenants.context import current_project, nav_context
+from portal.tenants.errors import ServiceError
+from portal.tenants.forms import InviteForm, ProjectForm, SignUpForm, SwitchProjectForm
+
+
+def home(request: HttpRequest) -> HttpResponse:
+    """Landing page, or the current project's quota page once logged in."""
+    if request.user.is_authenticated:
+        project = current_project(request)
+        if project is not None:
+            return redirect("quota", project_id=project.pk)
+        return render(request, "tenants/no_project.html", nav_context(request))
+    return render(request, "tenants/landing.html")
+
+
+def signup(request: HttpRequest) -> HttpResponse:
+    """Create a user, an organization and its first project, then log in."""
+    form = SignUpForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            user, _org, project = services.sign_up(**form.cleaned_data)
+        except ServiceError as error:
+            form.add_error("username", str(error))
+        else:
+            login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+            messages.success(request, f"Welcome! Your project namespace is {project.namespace}.")
+            return redirect("quota", project_id=project.pk)
+    status = 400 if form.errors else 200
+    return render(request, "tenants/signup.html", {"form": form}, status=status)
+
+
+@login_required
+def organization(request: HttpRequest, organization_id: int) -> HttpResponse:
+    """Members, invitations and projects of one of the caller's organizations."""
+    membership = selectors.get_membership(request.user, organization_id)
+    invite_form, project_form, link = InviteForm(), ProjectForm(), None
+    status = 200
+    if request.method == "POST":
+        try:
+            if request.POST.get("form") == "invite":
+                invite_form = InviteForm(request.POST)
+                if invite_form.is_valid():
+                    invitation = services.invite_member(
+                        membership=membership, **invite_form.cleaned_data
+                    )
+                    link = request.build_absolute_uri(
+                        reverse("accept_invitation", args=[invitation.token])
+                    )
+            else:
+                project_form = ProjectForm(request.POST)
+                if project_form.is_valid():
+                    project = services.create_project(
+                        membership=membership, name=project_form.cleaned_data["name"]
+                    )
+                    messages.success(request, f"Project {project.name} created.")
+                    return redirect("quota", project_id=project.pk)
+        except ServiceError as error:
+            messages.error(request, str(error))
+            status = error.status
+        if invite_form.errors or project_form.errors:
+            status = 400
+    context = {
+        "membership": membership,
+        "org": membership.organization,
+        "members": selectors.members_of(membership),
+        "invitations": selectors.pending_invitations(membership),
+        "projects": selectors.projects_of(request.user).filter(
+            organization_id=membership.organization_id
+        ),
+        "invite_form": invite_form,
+        "project_form": project_form,
+        "invite_link": link,
+        **nav_context(request),
+    }
+    return render(request, "tenants/organization.html", context, status=status)
+
+
+@login_required
+def accept_invitation(request: HttpRequest, token: str) -> HttpResponse:
+    """Show an invitation and join on POST."""
+    invitation = selectors.get_open_invitation(token)
+    if request.method == "POST":
+        try:
+            membership = services.accept_invitation(user=request.user, invitation=invitation)
+        except ServiceError as error:
+            messages.error(request, str(error))
+        else:
+            messages.success(request, f"You joined {membership.organization.name}.")
+            return redirect("organization", organization_id=membership.organization_id)
+    return render(
+        request, "tenants/invitation.html", {"invitation": invitation, **nav_context(request)}
+    )
+
+
+@login_required
+@require_POST
+def switch_project(request: HttpRequest) -> HttpResponse:
+    """Make another of the caller's projects current (404 for anything else)."""
+    form = SwitchProjectForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "Choose a project from the list to switch to it.")
+        return redirect("home")
+    project, _ = selectors.get_project(request.user, form.cleaned_data["project"])
+    nav_context(request, project)
+    return redirect("quota", project_id=project.pk)

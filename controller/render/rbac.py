@@ -1,0 +1,77 @@
+"""The tenant Role and RoleBinding of a project namespace.
+
+Tenants manage workloads and claims, read pods, logs and events; they get no exec/attach, no
+write on quotas, limit ranges, claim templates (create only, checked by policy), roles or policies.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from controller.render.spec import TENANT_ROLE, ProjectSpec, project_labels
+
+_RW = ["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"]
+_RO = ["get", "list", "watch"]
+
+TENANT_RULES: list[dict[str, Any]] = [
+    {
+        "apiGroups": [""],
+        "resources": [
+            "pods",
+            "services",
+            "configmaps",
+            "secrets",
+            "persistentvolumeclaims",
+            "serviceaccounts",
+        ],
+        "verbs": _RW,
+    },
+    {"apiGroups": [""], "resources": ["pods/log", "pods/status"], "verbs": _RO},
+    {"apiGroups": [""], "resources": ["events", "resourcequotas", "limitranges"], "verbs": _RO},
+    {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": _RO},
+    {
+        "apiGroups": ["apps"],
+        "resources": ["deployments", "statefulsets", "replicasets"],
+        "verbs": _RW,
+    },
+    {"apiGroups": ["apps"], "resources": ["deployments/scale", "statefulsets/scale"], "verbs": _RW},
+    {"apiGroups": ["batch"], "resources": ["jobs", "cronjobs"], "verbs": _RW},
+    {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims"], "verbs": _RW},
+    # create only: the claim policy admits the documented form; edits/deletes stay with us
+    {
+        "apiGroups": ["resource.k8s.io"],
+        "resources": ["resourceclaimtemplates"],
+        "verbs": [*_RO, "create"],
+    },
+]
+
+
+def render_role(spec: ProjectSpec) -> dict[str, Any]:
+    """Role `tranche-tenant` with TENANT_RULES."""
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": {
+            "name": TENANT_ROLE,
+            "namespace": spec.namespace,
+            "labels": project_labels(spec),
+        },
+        "rules": TENANT_RULES,
+    }
+
+
+def render_role_binding(spec: ProjectSpec) -> dict[str, Any]:
+    """Bind the role to the project's tenant group (`tranche.dev:tenant:<namespace>`)."""
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {
+            "name": TENANT_ROLE,
+            "namespace": spec.namespace,
+            "labels": project_labels(spec),
+        },
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": TENANT_ROLE},
+        "subjects": [
+            {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": spec.tenant_group}
+        ],
+    }

@@ -1,0 +1,123 @@
+"""Pure rendering of the CDI spec for one prepared claim, plus the file write.
+
+The spec's container edits make the GPU visible, mount the interception core and its slice
+config read-only, mount a one-line `/etc/ld.so.preload` naming the core (so the dynamic loader
+loads it before anything else, even in programs that scrub LD_PRELOAD), and mount the claim's
+shared-region folder read-write. Edits shared by every device of the claim sit at spec level;
+per-GPU edits (device nodes, UUID) sit on each device.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+CDI_VERSION = "1.1.0"  # specs-go v1.1.1 CurrentVersion
+CDI_VENDOR = "tranche.dev"
+CDI_CLASS = "gpu"
+CDI_KIND = f"{CDI_VENDOR}/{CDI_CLASS}"
+
+# Paths inside the container; the core reads the config and region at these defaults.
+CORE_IN_CONTAINER = "/usr/lib/tranche/libtranche.so"
+PRELOAD_IN_CONTAINER = "/etc/ld.so.preload"
+CONFIG_IN_CONTAINER = "/etc/tranche/slice.conf"
+REGION_IN_CONTAINER = "/var/run/tranche/region"
+
+
+@dataclass(frozen=True)
+class CdiDevice:
+    """One GPU share of a claim as CDI sees it."""
+
+    name: str  # CDI device name, unique within the spec
+    uuid: str
+    minor: int | None  # /dev/nvidia<minor>; None on the simulated GPU (no device node)
+
+
+@dataclass(frozen=True)
+class ClaimFiles:
+    """Host paths the spec mounts for one claim."""
+
+    core_library: str
+    preload_file: str
+    config_file: str
+    region_dir: str
+
+
+def cdi_device_id(device_name: str) -> str:
+    """Fully qualified CDI device id, as returned to the kubelet."""
+    return f"{CDI_KIND}={device_name}"
+
+
+def _ro(host: str, container: str) -> dict:
+    return {
+        "hostPath": host,
+        "containerPath": container,
+        "type": "bind",
+        "options": ["ro", "nosuid", "nodev", "bind"],
+    }
+
+
+def render_cdi_spec(claim_uid: str, devices: Sequence[CdiDevice], files: ClaimFiles) -> dict:
+    """The CDI spec (a dict ready for JSON) for one claim; pure and deterministic."""
+    per_device = []
+    for d in devices:
+        edits: dict = {"env": [f"TRANCHE_GPU_UUID_{d.name.rsplit('-', 1)[-1]}={d.uuid}"]}
+        if d.minor is not None:
+            edits["deviceNodes"] = [{"path": f"/dev/nvidia{d.minor}"}]
+        per_device.append({"name": d.name, "containerEdits": edits})
+    visible = ",".join(d.uuid for d in devices)
+    common_nodes = (
+        [{"path": "/dev/nvidiactl"}, {"path": "/dev/nvidia-uvm"}]
+        if any(d.minor is not None for d in devices)
+        else []
+    )
+    container_edits: dict = {
+        "env": [
+            f"NVIDIA_VISIBLE_DEVICES={visible}",
+            f"TRANCHE_CLAIM_UID={claim_uid}",
+            f"TRANCHE_SLICE_CONFIG={CONFIG_IN_CONTAINER}",
+            f"TRANCHE_REGION_DIR={REGION_IN_CONTAINER}",
+        ],
+        "mounts": [
+            _ro(files.core_library, CORE_IN_CONTAINER),
+            _ro(files.preload_file, PRELOAD_IN_CONTAINER),
+            _ro(files.config_file, CONFIG_IN_CONTAINER),
+            {
+                "hostPath": files.region_dir,
+                "containerPath": REGION_IN_CONTAINER,
+                "type": "bind",
+                "options": ["rw", "nosuid", "nodev", "noexec", "bind"],
+            },
+        ],
+    }
+    if common_nodes:
+        container_edits["deviceNodes"] = common_nodes
+    return {
+        "cdiVersion": CDI_VERSION,
+        "kind": CDI_KIND,
+        "annotations": {"tranche.dev/claim-uid": claim_uid},
+        "devices": per_device,
+        "containerEdits": container_edits,
+    }
+
+
+def spec_path(cdi_dir: Path, claim_uid: str) -> Path:
+    """One spec file per claim, named so CDI's vendor/class prefix is visible."""
+    return cdi_dir / f"{CDI_VENDOR}-{CDI_CLASS}_{claim_uid}.json"
+
+
+def write_spec(path: Path, spec: dict) -> None:
+    """Atomic write, mode 0644: runtimes read it, only root writes it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(spec, indent=2, sort_keys=True))
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, path)
+
+
+def preload_line(core_in_container: str = CORE_IN_CONTAINER) -> str:
+    """The content of the mounted /etc/ld.so.preload."""
+    return core_in_container + "\n"

@@ -1,0 +1,121 @@
+"""GPU discovery through NVML (pynvml): the same calls work on a real driver and on simgpu.
+
+`discover()` returns one frozen `GpuInfo` per GPU. Optional NVML queries that a driver (or the
+simulated one) does not support degrade to a neutral value instead of failing discovery, because
+a missing MIG query must never hide a usable GPU from the scheduler.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+# nvmlDeviceGetArchitecture codes (nvml.h NVML_DEVICE_ARCH_*).
+ARCHITECTURES = {
+    2: "Kepler",
+    3: "Maxwell",
+    4: "Pascal",
+    5: "Volta",
+    6: "Turing",
+    7: "Ampere",
+    8: "Ada",
+    9: "Hopper",
+    10: "Blackwell",
+}
+# Fallback by compute capability major version when the architecture query is unsupported.
+ARCH_BY_CC_MAJOR = {3: "Kepler", 5: "Maxwell", 6: "Pascal", 7: "Volta", 8: "Ampere", 9: "Hopper"}
+
+
+@dataclass(frozen=True)
+class GpuInfo:
+    """What the agent publishes and prepares for one physical GPU."""
+
+    index: int
+    minor: int
+    name: str
+    uuid: str
+    memory_bytes: int
+    compute_capability: str
+    architecture: str
+    driver_version: str
+    cuda_version: str
+    sm_count: int
+    mig_enabled: bool
+
+    @property
+    def device_name(self) -> str:
+        """The DRA device name: DNS label, stable across restarts for the same index."""
+        return f"gpu-{self.index}"
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _optional(fn: Callable[[], T], default: T, what: str) -> T:
+    import pynvml
+
+    try:
+        return fn()
+    except pynvml.NVMLError as exc:
+        log.debug("NVML %s unsupported (%s); using %r", what, exc, default)
+        return default
+
+
+def _cuda_version(code: int) -> str:
+    return f"{code // 1000}.{(code % 1000) // 10}" if code else ""
+
+
+def discover() -> list[GpuInfo]:
+    """Enumerate GPUs; raises pynvml.NVMLError only if NVML itself cannot start."""
+    import pynvml
+
+    pynvml.nvmlInit()
+    try:
+        driver = _text(pynvml.nvmlSystemGetDriverVersion())
+        cuda = _cuda_version(_optional(pynvml.nvmlSystemGetCudaDriverVersion, 0, "CUDA version"))
+        gpus = []
+        for index in range(pynvml.nvmlDeviceGetCount()):
+            h = pynvml.nvmlDeviceGetHandleByIndex(index)
+            major, minor_cc = pynvml.nvmlDeviceGetCudaComputeCapability(h)
+            arch_code = _optional(lambda h=h: pynvml.nvmlDeviceGetArchitecture(h), -1, "arch")
+            arch = ARCHITECTURES.get(arch_code) or ARCH_BY_CC_MAJOR.get(major, "Unknown")
+            mig = _optional(lambda h=h: pynvml.nvmlDeviceGetMigMode(h)[0], 0, "MIG mode")
+            gpus.append(
+                GpuInfo(
+                    index=index,
+                    minor=_optional(lambda h=h: pynvml.nvmlDeviceGetMinorNumber(h), index, "minor"),
+                    name=_text(pynvml.nvmlDeviceGetName(h)),
+                    uuid=_text(pynvml.nvmlDeviceGetUUID(h)),
+                    memory_bytes=int(pynvml.nvmlDeviceGetMemoryInfo(h).total),
+                    compute_capability=f"{major}.{minor_cc}",
+                    architecture=arch,
+                    driver_version=driver,
+                    cuda_version=cuda,
+                    sm_count=_optional(
+                        lambda h=h: pynvml.nvmlDeviceGetNumGpuCores(h) // 64, 0, "SM count"
+                    ),
+                    mig_enabled=bool(mig),
+                )
+            )
+        return gpus
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def process_memory(uuid: str) -> dict[int, int]:
+    """Per-process used GPU memory (pid -> bytes) for one GPU; empty when NVML cannot tell."""
+    import pynvml
+
+    pynvml.nvmlInit()
+    try:
+        h = pynvml.nvmlDeviceGetHandleByUUID(uuid)
+        procs = _optional(lambda: pynvml.nvmlDeviceGetComputeRunningProcesses(h), [], "procs")
+        return {int(p.pid): int(p.usedGpuMemory or 0) for p in procs}
+    finally:
+        pynvml.nvmlShutdown()

@@ -1,0 +1,226 @@
+"""Prepare and unprepare claims: the logic behind the kubelet's NodePrepareResources.
+
+Prepare reads the claim's allocation from the API server (the kubelet only sends namespace,
+name and UID), keeps the results for our driver and pool, and writes per claim: the slice config
+(limits, root-owned, mode 0444), the claim's region folder and a CDI spec. Idempotent per claim
+UID through the checkpoint: a repeat returns the recorded devices without rewriting anything,
+and an agent restart answers from the checkpoint. Unprepare removes what Prepare wrote; an
+unknown UID is a success (the kubelet may retry after we already cleaned up).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from nodeagent import cdi
+from nodeagent.checkpoint import Checkpoint, PreparedClaim, PreparedDevice
+from nodeagent.discovery import GpuInfo
+from nodeagent.slices import DRIVER
+
+log = logging.getLogger(__name__)
+
+ClaimSource = Callable[[str, str], dict]  # (namespace, name) -> ResourceClaim as JSON dict
+
+
+class PrepareError(Exception):
+    """A claim that cannot be prepared; the message goes back to the kubelet and pod events."""
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Host paths the plugin writes under."""
+
+    state_dir: Path  # checkpoint, slice configs, regions, preload file
+    cdi_dir: Path
+    core_library: Path
+    simulate: bool  # simulated GPU: no /dev/nvidia* device nodes exist
+
+    @property
+    def checkpoint(self) -> Path:
+        return self.state_dir / "checkpoint.json"
+
+    @property
+    def preload_file(self) -> Path:
+        return self.state_dir / "ld.so.preload"
+
+    def config_file(self, uid: str) -> Path:
+        return self.state_dir / "claims" / uid / "slice.conf"
+
+    def region_dir(self, uid: str) -> Path:
+        return self.state_dir / "regions" / uid
+
+
+def api_claim_source(api_client) -> ClaimSource:
+    """Read ResourceClaims from the API server as plain JSON (keeps fields the client's
+    generated models may not know yet, e.g. consumedCapacity and shareID)."""
+    from kubernetes import client
+
+    api = client.ResourceV1Api(api_client)
+
+    def get(namespace: str, name: str) -> dict:
+        resp = api.read_namespaced_resource_claim(name, namespace, _preload_content=False)
+        return json.loads(resp.data)
+
+    return get
+
+
+def _quantity(value: object, what: str) -> int:
+    from kubernetes.utils import parse_quantity
+
+    try:
+        return int(parse_quantity(str(value)))
+    except ValueError as exc:
+        raise PrepareError(f"consumed capacity {what}={value!r} is not a quantity") from exc
+
+
+def render_slice_config(uid: str, devices: list[PreparedDevice]) -> str:
+    """The slice config the core reads (format of nodeagent/native/src/config.c)."""
+    try:  # issue 4's writer is the reference when present
+        from nodeagent import sliceconfig  # type: ignore[attr-defined]
+
+        return sliceconfig.render(uid, devices)  # type: ignore[attr-defined]
+    except (ImportError, AttributeError):
+        lines = ["version = 1", f"claim = {uid}"]
+        for i, d in enumerate(devices):
+            lines += [
+                f"device.{i}.uuid = {d.uuid}",
+                f"device.{i}.memory_bytes = {d.memory_bytes}",
+                f"device.{i}.compute_percent = {d.compute_percent}",
+            ]
+        return "\n".join(lines) + "\n"
+
+
+def _write_root_readonly(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(text)
+    if os.geteuid() == 0:
+        os.chown(tmp, 0, 0)
+    os.chmod(tmp, 0o444)  # the tenant's container may read its limits, never change them
+    os.replace(tmp, path)
+
+
+class Preparer:
+    """Thread-safe prepare/unprepare for one node's GPUs."""
+
+    def __init__(self, node: str, gpus: list[GpuInfo], layout: Layout, claims: ClaimSource) -> None:
+        self.node = node
+        self.gpus = {g.device_name: g for g in gpus}
+        self.layout = layout
+        self.claims = claims
+        self.checkpoint = Checkpoint(layout.checkpoint)
+        self._lock = threading.Lock()  # one claim at a time: files and checkpoint stay coherent
+
+    def _devices_of(self, claim: dict, uid: str) -> list[PreparedDevice]:
+        meta = claim.get("metadata", {})
+        ns_name = f"{meta.get('namespace')}/{meta.get('name')}"
+        if meta.get("uid") != uid:
+            raise PrepareError(
+                f"claim {ns_name} has UID {meta.get('uid')}, kubelet asked for {uid}: "
+                "it was deleted and recreated; the kubelet will retry with the new one"
+            )
+        allocation = (claim.get("status") or {}).get("allocation")
+        if not allocation:
+            raise PrepareError(f"claim {ns_name} is not allocated yet")
+        results = [
+            r
+            for r in allocation.get("devices", {}).get("results", [])
+            if r.get("driver") == DRIVER and r.get("pool") == self.node
+        ]
+        if not results:
+            raise PrepareError(f"claim {ns_name} has no device of {DRIVER} on node {self.node}")
+        devices = []
+        for r in results:
+            gpu = self.gpus.get(r["device"])
+            if gpu is None:
+                raise PrepareError(f"device {r['device']} of claim {ns_name} is not on this node")
+            used = r.get("consumedCapacity") or {}
+            if "memory" not in used or "cores" not in used:
+                raise PrepareError(
+                    f"claim {ns_name} has no consumed memory/cores on {r['device']}: "
+                    "refusing to run a container without limits"
+                )
+            share = r.get("shareID") or ""
+            devices.append(
+                PreparedDevice(
+                    request=r.get("request", ""),
+                    pool=r["pool"],
+                    device=r["device"],
+                    uuid=gpu.uuid,
+                    share_id=share,
+                    memory_bytes=_quantity(used["memory"], "memory"),
+                    compute_percent=_quantity(used["cores"], "cores"),
+                    cdi_id=cdi.cdi_device_id(f"{uid}-{r['device']}"),
+                )
+            )
+        return devices
+
+    def prepare(self, namespace: str, name: str, uid: str) -> PreparedClaim:
+        """Prepare one claim (idempotent per UID); raises PrepareError with a reason."""
+        with self._lock:
+            done = self.checkpoint.get(uid)
+            if done is not None:
+                return done
+            claim = self.claims(namespace, name)
+            devices = self._devices_of(claim, uid)
+            lay = self.layout
+            if not lay.preload_file.exists():
+                _write_root_readonly(lay.preload_file, cdi.preload_line())
+            config = lay.config_file(uid)
+            _write_root_readonly(config, render_slice_config(uid, devices))
+            region = lay.region_dir(uid)
+            region.mkdir(parents=True, exist_ok=True)
+            spec = cdi.render_cdi_spec(
+                uid,
+                [
+                    cdi.CdiDevice(
+                        name=d.cdi_id.split("=", 1)[1],
+                        uuid=d.uuid,
+                        minor=None if lay.simulate else self.gpus[d.device].minor,
+                    )
+                    for d in devices
+                ],
+                cdi.ClaimFiles(
+                    core_library=str(lay.core_library),
+                    preload_file=str(lay.preload_file),
+                    config_file=str(config),
+                    region_dir=str(region),
+                ),
+            )
+            path = cdi.spec_path(lay.cdi_dir, uid)
+            cdi.write_spec(path, spec)
+            reserved = (claim.get("status") or {}).get("reservedFor") or []
+            prepared = PreparedClaim(
+                uid=uid,
+                namespace=namespace,
+                name=name,
+                devices=tuple(devices),
+                config_path=str(config),
+                cdi_path=str(path),
+                region_dir=str(region),
+                pods=tuple(
+                    f"{namespace}/{r['name']}" for r in reserved if r.get("resource") == "pods"
+                ),
+            )
+            self.checkpoint.put(prepared)  # last: a crash before this re-prepares cleanly
+            log.info("prepared claim %s/%s (%s): %d device(s)", namespace, name, uid, len(devices))
+            return prepared
+
+    def unprepare(self, uid: str) -> None:
+        """Remove the claim's spec, config and region; unknown UIDs are already done."""
+        with self._lock:
+            done = self.checkpoint.get(uid)
+            if done is None:
+                return
+            Path(done.cdi_path).unlink(missing_ok=True)
+            shutil.rmtree(Path(done.config_path).parent, ignore_errors=True)
+            shutil.rmtree(done.region_dir, ignore_errors=True)
+            self.checkpoint.remove(uid)  # last: a crash before this retries the removal
+            log.info("unprepared claim %s/%s (%s)", done.namespace, done.name, uid)

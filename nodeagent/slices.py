@@ -1,0 +1,237 @@
+"""ResourceSlices of driver `gpu.tranche.dev`: a pure renderer and the publisher.
+
+One slice per node (pool = node name) lists every GPU as one device with
+`allowMultipleAllocations: true`; its `memory` and `cores` capacities carry a request policy whose
+valid values are exactly the sellable slice sizes of that GPU model, so the scheduler itself
+refuses a request of a size we do not sell and rounds nothing we did not price.
+
+The publisher holds a Lease per pool before it writes, so two agents started for the same node
+never fight over the pool: the second one waits until the first one's lease expires.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from nodeagent.discovery import GpuInfo
+
+log = logging.getLogger(__name__)
+
+DRIVER = "gpu.tranche.dev"
+LABEL_MANAGED = "tranche.dev/managed-by"
+LEASE_NAMESPACE = "kube-node-lease"
+LEASE_SECONDS = 30
+GIB = 1024**3
+
+
+@dataclass(frozen=True)
+class SliceSizes:
+    """Sellable sizes of one GPU model: memory in GiB and the matching compute share (%)."""
+
+    memory_gib: tuple[int, ...]
+    cores_percent: tuple[int, ...]
+
+
+# The reference catalogue (portal/catalog/seed.py): V100 slices of 8/16/32 GiB at 25/50/100 %.
+SELLABLE: dict[str, SliceSizes] = {
+    "Tesla V100-PCIE-32GB": SliceSizes((8, 16, 32), (25, 50, 100)),
+    "Tesla V100-SXM2-32GB": SliceSizes((8, 16, 32), (25, 50, 100)),
+}
+
+
+def sizes_for(gpu: GpuInfo) -> SliceSizes:
+    """Known models use the catalogue; others get quarters, halves and the whole GPU."""
+    if gpu.name in SELLABLE:
+        return SELLABLE[gpu.name]
+    whole = gpu.memory_bytes // GIB
+    return SliceSizes(tuple(sorted({max(1, whole // 4), max(1, whole // 2), whole})), (25, 50, 100))
+
+
+def render_device(gpu: GpuInfo) -> dict:
+    """One DRA device for one GPU, shareable by consumable capacity."""
+    sizes = sizes_for(gpu)
+    return {
+        "name": gpu.device_name,
+        "allowMultipleAllocations": True,
+        "attributes": {
+            "productName": {"string": gpu.name},
+            "uuid": {"string": gpu.uuid},
+            "architecture": {"string": gpu.architecture},
+            "cudaComputeCapability": {"version": _semver(gpu.compute_capability)},
+            "driverVersion": {"version": _semver(gpu.driver_version)},
+            "index": {"int": gpu.index},
+        },
+        "capacity": {
+            "memory": {
+                "value": f"{gpu.memory_bytes // (1024**2)}Mi",
+                "requestPolicy": {
+                    "default": f"{sizes.memory_gib[0]}Gi",
+                    "validValues": [f"{g}Gi" for g in sizes.memory_gib],
+                },
+            },
+            "cores": {
+                "value": "100",
+                "requestPolicy": {
+                    "default": str(sizes.cores_percent[0]),
+                    "validValues": [str(c) for c in sizes.cores_percent],
+                },
+            },
+        },
+    }
+
+
+def _semver(text: str) -> str:
+    """DRA version attributes must be semver: "7.0" -> "7.0.0", "550.54.15" stays."""
+    parts = [p for p in text.split(".") if p.isdigit()][:3] or ["0"]
+    parts += ["0"] * (3 - len(parts))
+    return ".".join(str(int(p)) for p in parts)
+
+
+def render_resource_slice(node: str, gpus: Iterable[GpuInfo], generation: int) -> dict:
+    """The complete ResourceSlice for a node's pool (pure: same input, same dict)."""
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {
+            "name": f"{node}-{DRIVER.replace('.', '-')}",
+            "labels": {LABEL_MANAGED: "tranche-nodeagent"},
+        },
+        "spec": {
+            "driver": DRIVER,
+            "nodeName": node,
+            "pool": {"name": node, "generation": generation, "resourceSliceCount": 1},
+            "devices": [render_device(g) for g in sorted(gpus, key=lambda g: g.index)],
+        },
+    }
+
+
+class PoolLease:
+    """A coordination Lease naming the one agent allowed to write a node's pool."""
+
+    def __init__(self, api_client, node: str, identity: str | None = None) -> None:
+        from kubernetes import client
+
+        self.api = client.CoordinationV1Api(api_client)
+        self.name = f"{DRIVER.replace('.', '-')}-{node}"
+        self.identity = identity or f"{socket.gethostname()}-{os.getpid()}"
+
+    def try_acquire(self) -> bool:
+        """Take or renew the lease; False while another live agent holds it (CAS on version)."""
+        from kubernetes.client.rest import ApiException
+
+        now = datetime.now(UTC)
+        body = {
+            "metadata": {"name": self.name},
+            "spec": {
+                "holderIdentity": self.identity,
+                "leaseDurationSeconds": LEASE_SECONDS,
+                "renewTime": now.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+            },
+        }
+        try:
+            lease = self.api.read_namespaced_lease(self.name, LEASE_NAMESPACE)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            try:
+                self.api.create_namespaced_lease(LEASE_NAMESPACE, body)
+            except ApiException as exc2:
+                if exc2.status == 409:  # another agent created it first
+                    return False
+                raise
+            return True
+        spec = lease.spec
+        held_by_other = spec.holder_identity not in (None, "", self.identity)
+        if held_by_other and spec.renew_time is not None:
+            age = (now - spec.renew_time).total_seconds()
+            if age < (spec.lease_duration_seconds or LEASE_SECONDS):
+                return False
+        body["metadata"]["resourceVersion"] = lease.metadata.resource_version
+        try:
+            self.api.replace_namespaced_lease(self.name, LEASE_NAMESPACE, body)
+        except ApiException as exc:
+            if exc.status == 409:  # lost the race to another agent
+                return False
+            raise
+        return True
+
+    def release(self) -> None:
+        from kubernetes.client.rest import ApiException
+
+        try:
+            self.api.delete_namespaced_lease(self.name, LEASE_NAMESPACE)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
+
+class SlicePublisher:
+    """Writes the pool's slice when the GPU set changed; deletes slices of this pool it does
+    not want (e.g. left by an older naming). Idempotent: an unchanged GPU set writes nothing."""
+
+    def __init__(self, api_client, node: str) -> None:
+        from kubernetes import client
+
+        self.api = client.ResourceV1Api(api_client)
+        self.node = node
+        self.lease = PoolLease(api_client, node)
+        self._published: tuple[GpuInfo, ...] | None = None
+
+    def _existing(self) -> list[dict]:
+        import json
+
+        resp = self.api.list_resource_slice(
+            field_selector=f"spec.driver={DRIVER},spec.nodeName={self.node}",
+            _preload_content=False,
+        )
+        return json.loads(resp.data)["items"]
+
+    def publish(self, gpus: list[GpuInfo]) -> bool:
+        """Publish if we hold the pool; returns False while another agent holds it."""
+        if not self.lease.try_acquire():
+            log.warning("pool %s is held by another agent; not publishing", self.node)
+            return False
+        current = tuple(sorted(gpus, key=lambda g: g.index))
+        if current == self._published:
+            return True
+        existing = self._existing()
+        generation = max((s["spec"]["pool"]["generation"] for s in existing), default=0) + 1
+        wanted = render_resource_slice(self.node, current, generation)
+        name = wanted["metadata"]["name"]
+        mine = [s for s in existing if s["metadata"]["name"] == name]
+        if mine:
+            wanted["metadata"]["resourceVersion"] = mine[0]["metadata"]["resourceVersion"]
+            self.api.replace_resource_slice(name, wanted)
+        else:
+            self.api.create_resource_slice(wanted)
+        for stale in existing:
+            if stale["metadata"]["name"] != name:
+                self.api.delete_resource_slice(stale["metadata"]["name"])
+        log.info("published pool %s generation %d with %d GPUs", self.node, generation, len(gpus))
+        self._published = current
+        return True
+
+    def withdraw(self) -> None:
+        """Delete the pool's slices and give up the lease (agent shutdown on a drained node)."""
+        for s in self._existing():
+            self.api.delete_resource_slice(s["metadata"]["name"])
+        self.lease.release()
+        self._published = None
+
+
+def wait_for(predicate, timeout: float, what: str, interval: float = 0.2):
+    """Poll until predicate() is truthy; raise TimeoutError naming what we waited for."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(interval)

@@ -1,0 +1,75 @@
+"""The CDI spec a prepared claim gets validates against the upstream CDI schema and carries
+every edit the core needs."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import jsonschema
+import pytest
+from referencing import Registry
+from referencing.jsonschema import DRAFT7
+
+from nodeagent import cdi
+
+FIXTURES = Path(__file__).parents[2] / "fixtures" / "cdi"
+FILES = cdi.ClaimFiles(
+    core_library="/opt/tranche/libtranche.so",
+    preload_file="/var/lib/tranche/ld.so.preload",
+    config_file="/var/lib/tranche/claims/u1/slice.conf",
+    region_dir="/var/lib/tranche/regions/u1",
+)
+# CDI's parser rules for names (pkg/parser): vendor and class, and device names.
+KIND_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.-]*[A-Za-z0-9]/[A-Za-z0-9][A-Za-z0-9_.-]*$")
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]*[A-Za-z0-9]$|^[A-Za-z0-9]$")
+
+
+def _validator(part: str | None = None) -> jsonschema.Draft7Validator:
+    """The whole-spec validator, or (part="containerEdits") the definition of one part: the
+    v0.8.1 schema does not descend into the spec-level containerEdits, so we check them too."""
+    schema = json.loads((FIXTURES / "schema.json").read_text())
+    defs = json.loads((FIXTURES / "defs.json").read_text())
+    registry = Registry().with_resource("defs.json", DRAFT7.create_resource(defs))
+    if part:
+        schema = {"$ref": f"defs.json#/definitions/{part}"}
+    return jsonschema.Draft7Validator(schema, registry=registry)
+
+
+@pytest.mark.parametrize("minor", [None, 2])
+def test_spec_validates_against_the_cdi_schema(minor):
+    spec = cdi.render_cdi_spec("u1", [cdi.CdiDevice("u1-gpu-2", "GPU-2", minor)], FILES)
+    _validator().validate(spec)
+    _validator("containerEdits").validate(spec["containerEdits"])
+    assert spec["cdiVersion"] == "1.1.0"
+    assert KIND_RE.match(spec["kind"])
+    assert all(NAME_RE.match(d["name"]) for d in spec["devices"])
+
+
+def test_schema_rejects_a_broken_spec():
+    spec = cdi.render_cdi_spec("u1", [cdi.CdiDevice("u1-gpu-2", "GPU-2", None)], FILES)
+    del spec["containerEdits"]["mounts"][0]["containerPath"]
+    with pytest.raises(jsonschema.ValidationError, match="containerPath"):
+        _validator("containerEdits").validate(spec["containerEdits"])
+    del spec["devices"][0]["containerEdits"]
+    with pytest.raises(jsonschema.ValidationError, match="containerEdits"):
+        _validator().validate(spec)
+
+
+def test_edits_preload_the_core_and_mount_config_readonly():
+    spec = cdi.render_cdi_spec("u1", [cdi.CdiDevice("u1-gpu-2", "GPU-2", 2)], FILES)
+    mounts = {m["containerPath"]: m for m in spec["containerEdits"]["mounts"]}
+    assert mounts["/etc/ld.so.preload"]["hostPath"] == FILES.preload_file
+    assert "ro" in mounts["/etc/ld.so.preload"]["options"]
+    assert "ro" in mounts[cdi.CONFIG_IN_CONTAINER]["options"]
+    assert "ro" in mounts[cdi.CORE_IN_CONTAINER]["options"]
+    assert "rw" in mounts[cdi.REGION_IN_CONTAINER]["options"]
+    assert spec["devices"][0]["containerEdits"]["deviceNodes"] == [{"path": "/dev/nvidia2"}]
+    assert cdi.preload_line() == cdi.CORE_IN_CONTAINER + "\n"
+
+
+def test_simulated_gpu_has_no_device_nodes():
+    spec = cdi.render_cdi_spec("u1", [cdi.CdiDevice("u1-gpu-0", "GPU-0", None)], FILES)
+    assert "deviceNodes" not in spec["containerEdits"]
+    assert "deviceNodes" not in spec["devices"][0]["containerEdits"]

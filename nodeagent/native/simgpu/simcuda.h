@@ -1,0 +1,69 @@
+/* Internals of the SIMULATED libcuda.so.1 (simgpu). */
+#ifndef SIMCUDA_H
+#define SIMCUDA_H
+
+#define __CUDA_API_VERSION_INTERNAL 1
+#include <cuda.h>
+#include <stdint.h>
+
+#include "simstate.h"
+
+#define SIM_API __attribute__((visibility("default")))
+
+struct CUctx_st {
+    int dev;
+    int primary;
+    _Atomic uint64_t tail; /* end of the latest work queued from this context */
+};
+
+struct CUevent_st {
+    _Atomic uint64_t time; /* ns; 0 = never recorded */
+    struct CUstream_st *stream;
+    uint64_t seq;          /* stream op count when recorded */
+};
+
+struct CUstream_st {
+    struct CUctx_st *ctx;
+    _Atomic uint64_t tail;
+    _Atomic uint64_t ops;
+    struct CUevent_st *_Atomic last_event;
+};
+
+struct CUfunc_st {
+    char name[128];
+};
+
+struct CUmod_st {
+    int loaded;
+};
+
+struct CUgraphExec_st {
+    uint64_t dur;
+};
+
+struct CUmemPoolHandle_st {
+    int dev;
+    uint64_t reserved, in_use, threshold;
+};
+
+struct CUarray_st {
+    int dev;
+    uint64_t bytes;
+    void *mem;
+};
+
+struct CUmipmappedArray_st {
+    int dev;
+    uint64_t bytes;
+};
+
+extern __thread struct CUctx_st *sim_cur;
+int sim_ready(void);
+struct CUstream_st *sim_stream(CUstream s);
+CUresult sim_check_ctx(void);
+
+/* Host-backed device memory (simcuda_mem.c). */
+void *sim_host_map(uint64_t size);
+void sim_host_unmap(void *p, uint64_t size);
+
+#endif

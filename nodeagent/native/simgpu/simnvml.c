@@ -1,0 +1,178 @@
+/*
+ * SIMULATED libnvidia-ml.so.1 (simgpu): the NVML subset that pynvml and the nvidia-smi
+ * stand-in use. Memory use and utilisation come from the shared simgpu state file.
+ */
+#define _GNU_SOURCE
+#define NVML_NO_UNVERSIONED_FUNC_DEFS 1
+#include <nvml.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "simstate.h"
+
+#define SIM_API __attribute__((visibility("default")))
+
+struct nvmlDevice_st {
+    int index;
+};
+static struct nvmlDevice_st handles[SIM_MAX_DEV];
+static int inited;
+
+#define NEED_INIT()                                                                            \
+    do {                                                                                       \
+        if (!inited) return NVML_ERROR_UNINITIALIZED;                                          \
+    } while (0)
+#define DEV_OF(h)                                                                              \
+    int idx = (h) ? (h)->index : -1;                                                           \
+    if (idx < 0 || idx >= sim_ndev) return NVML_ERROR_INVALID_ARGUMENT
+
+SIM_API nvmlReturn_t nvmlInitWithFlags(unsigned int flags) {
+    (void)flags;
+    if (sim_init() != 0) return NVML_ERROR_DRIVER_NOT_LOADED;
+    for (int i = 0; i < sim_ndev; i++) handles[i].index = i;
+    inited = 1;
+    return NVML_SUCCESS;
+}
+SIM_API nvmlReturn_t nvmlInit_v2(void) { return nvmlInitWithFlags(0); }
+SIM_API nvmlReturn_t nvmlInit(void) { return nvmlInitWithFlags(0); }
+SIM_API nvmlReturn_t nvmlShutdown(void) { return NVML_SUCCESS; }
+
+SIM_API const char *nvmlErrorString(nvmlReturn_t r) {
+    switch (r) {
+    case NVML_SUCCESS: return "Success";
+    case NVML_ERROR_UNINITIALIZED: return "Uninitialized";
+    case NVML_ERROR_INVALID_ARGUMENT: return "Invalid Argument";
+    case NVML_ERROR_NOT_SUPPORTED: return "Not Supported (simgpu)";
+    case NVML_ERROR_NO_PERMISSION: return "Insufficient Permissions";
+    case NVML_ERROR_INSUFFICIENT_SIZE: return "Insufficient Size";
+    default: return "Unknown Error (simgpu)";
+    }
+}
+
+SIM_API nvmlReturn_t nvmlSystemGetDriverVersion(char *v, unsigned int len) {
+    snprintf(v, len, "%s", SIM_DRIVER_VERSION);
+    return NVML_SUCCESS;
+}
+SIM_API nvmlReturn_t nvmlSystemGetNVMLVersion(char *v, unsigned int len) {
+    snprintf(v, len, "12.550.00-simgpu");
+    return NVML_SUCCESS;
+}
+SIM_API nvmlReturn_t nvmlSystemGetCudaDriverVersion(int *v) {
+    *v = 12090;
+    return NVML_SUCCESS;
+}
+SIM_API nvmlReturn_t nvmlSystemGetCudaDriverVersion_v2(int *v) {
+    return nvmlSystemGetCudaDriverVersion(v);
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *n) {
+    NEED_INIT();
+    *n = (unsigned)sim_ndev;
+    return NVML_SUCCESS;
+}
+SIM_API nvmlReturn_t nvmlDeviceGetCount(unsigned int *n) { return nvmlDeviceGetCount_v2(n); }
+
+SIM_API nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int i, nvmlDevice_t *h) {
+    NEED_INIT();
+    if (i >= (unsigned)sim_ndev || !h) return NVML_ERROR_INVALID_ARGUMENT;
+    *h = &handles[i];
+    return NVML_SUCCESS;
+}
+SIM_API nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned int i, nvmlDevice_t *h) {
+    return nvmlDeviceGetHandleByIndex_v2(i, h);
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *h) {
+    NEED_INIT();
+    for (int i = 0; i < sim_ndev; i++) {
+        if (uuid && strcmp(uuid, sim_cfg[i].uuid) == 0) {
+            *h = &handles[i];
+            return NVML_SUCCESS;
+        }
+    }
+    return NVML_ERROR_NOT_FOUND;
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t h, unsigned int *i) {
+    NEED_INIT();
+    DEV_OF(h);
+    *i = (unsigned)idx;
+    return NVML_SUCCESS;
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t h, char *name, unsigned int len) {
+    NEED_INIT();
+    DEV_OF(h);
+    if (strlen(sim_cfg[idx].name) >= len) return NVML_ERROR_INSUFFICIENT_SIZE;
+    snprintf(name, len, "%s", sim_cfg[idx].name);
+    return NVML_SUCCESS;
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t h, char *uuid, unsigned int len) {
+    NEED_INIT();
+    DEV_OF(h);
+    if (strlen(sim_cfg[idx].uuid) >= len) return NVML_ERROR_INSUFFICIENT_SIZE;
+    snprintf(uuid, len, "%s", sim_cfg[idx].uuid);
+    return NVML_SUCCESS;
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t h, unsigned int *m) {
+    NEED_INIT();
+    DEV_OF(h);
+    *m = (unsigned)idx;
+    return NVML_SUCCESS;
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t h, int *ma, int *mi) {
+    NEED_INIT();
+    DEV_OF(h);
+    *ma = sim_cfg[idx].cc_major;
+    *mi = sim_cfg[idx].cc_minor;
+    return NVML_SUCCESS;
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t h, nvmlMemory_t *m) {
+    NEED_INIT();
+    DEV_OF(h);
+    uint64_t used = atomic_load(&sim_state->dev[idx].used), total = sim_cfg[idx].memory_bytes;
+    m->total = total;
+    m->used = used;
+    m->free = used < total ? total - used : 0;
+    return NVML_SUCCESS;
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t h, nvmlMemory_v2_t *m) {
+    NEED_INIT();
+    DEV_OF(h);
+    uint64_t used = atomic_load(&sim_state->dev[idx].used), total = sim_cfg[idx].memory_bytes;
+    m->total = total;
+    m->reserved = 0;
+    m->used = used;
+    m->free = used < total ? total - used : 0;
+    return NVML_SUCCESS;
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t h, nvmlUtilization_t *u) {
+    NEED_INIT();
+    DEV_OF(h);
+    u->gpu = sim_utilisation(idx);
+    u->memory = 0;
+    return NVML_SUCCESS;
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetNumGpuCores(nvmlDevice_t h, unsigned int *n) {
+    NEED_INIT();
+    DEV_OF(h);
+    *n = (unsigned)sim_cfg[idx].sm_count * 64u;
+    return NVML_SUCCESS;
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t h, unsigned int *n,
+                                                             nvmlProcessInfo_t *infos) {
+    (void)infos;
+    NEED_INIT();
+    DEV_OF(h);
+    *n = 0; /* the simulation does not attribute memory to pids */
+    return NVML_SUCCESS;
+}

@@ -1,0 +1,253 @@
+/* simgpu shared state: config parsing, the host state file and process liveness. */
+#define _GNU_SOURCE
+#include "simstate.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+int sim_ndev;
+sim_devcfg_t sim_cfg[SIM_MAX_DEV];
+sim_state_t *sim_state;
+static int state_fd = -1;
+static int my_slot = -1;
+static int init_rc = -1;
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+uint64_t sim_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void sim_sleep_until(uint64_t t) {
+    for (uint64_t now = sim_now(); now < t; now = sim_now()) {
+        struct timespec ts = {(time_t)((t - now) / 1000000000ull), (long)((t - now) % 1000000000ull)};
+        nanosleep(&ts, NULL);
+    }
+}
+
+static void default_device(sim_devcfg_t *d, int i) {
+    memset(d, 0, sizeof *d);
+    snprintf(d->name, sizeof d->name, "Tesla V100-PCIE-32GB");
+    d->memory_bytes = 32768ull << 20;
+    d->context_bytes = 300ull << 20;
+    d->sm_count = 80;
+    d->cc_major = 7;
+    d->cc_minor = 0;
+    (void)i;
+}
+
+static void set_uuid(sim_devcfg_t *d, int i) {
+    if (!d->uuid[0])
+        snprintf(d->uuid, sizeof d->uuid, "GPU-51a1a7ed-0000-4000-8000-%012x", i);
+    /* Bytes of the textual UUID, so cuDeviceGetUuid and NVML agree. */
+    const char *p = d->uuid + 4;
+    for (int b = 0; b < 16 && *p; b++) {
+        if (*p == '-') p++;
+        unsigned v = 0;
+        if (sscanf(p, "%2x", &v) != 1) break;
+        d->uuid_bytes[b] = (unsigned char)v;
+        p += 2;
+    }
+}
+
+/* One line per device: device name="..." memory_mib=N sm_count=N cc=M.m context_mib=N
+ * count=N uuid=GPU-... ; '#' starts a comment. */
+static int load_config(void) {
+    const char *path = getenv("SIMGPU_CONFIG");
+    sim_ndev = 0;
+    FILE *f = path && *path ? fopen(path, "re") : NULL;
+    if (path && *path && !f) {
+        fprintf(stderr, "simgpu: cannot read SIMGPU_CONFIG %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    if (!f) {
+        for (int i = 0; i < 4; i++) default_device(&sim_cfg[sim_ndev++], i);
+    } else {
+        char line[512];
+        while (fgets(line, sizeof line, f)) {
+            char *s = line;
+            while (*s == ' ' || *s == '\t') s++;
+            if (strncmp(s, "device", 6) != 0) continue;
+            sim_devcfg_t d;
+            default_device(&d, sim_ndev);
+            int count = 1;
+            for (char *p = s + 6; *p;) {
+                while (*p == ' ' || *p == '\t' || *p == '\n') p++;
+                if (!*p || *p == '#') break;
+                char *eq = strchr(p, '=');
+                if (!eq) break;
+                *eq = '\0';
+                char *key = p, *val = eq + 1, *end;
+                if (*val == '"') {
+                    val++;
+                    end = strchr(val, '"');
+                    if (!end) break;
+                } else {
+                    end = val + strcspn(val, " \t\n");
+                }
+                char saved = *end;
+                *end = '\0';
+                if (!strcmp(key, "name")) snprintf(d.name, sizeof d.name, "%s", val);
+                else if (!strcmp(key, "memory_mib")) d.memory_bytes = strtoull(val, NULL, 10) << 20;
+                else if (!strcmp(key, "context_mib")) d.context_bytes = strtoull(val, NULL, 10) << 20;
+                else if (!strcmp(key, "sm_count")) d.sm_count = atoi(val);
+                else if (!strcmp(key, "cc")) sscanf(val, "%d.%d", &d.cc_major, &d.cc_minor);
+                else if (!strcmp(key, "count")) count = atoi(val);
+                else if (!strcmp(key, "uuid")) snprintf(d.uuid, sizeof d.uuid, "%s", val);
+                p = saved ? end + 1 : end;
+            }
+            for (int c = 0; c < count && sim_ndev < SIM_MAX_DEV; c++) {
+                sim_cfg[sim_ndev] = d;
+                if (c > 0) sim_cfg[sim_ndev].uuid[0] = '\0';
+                sim_ndev++;
+            }
+        }
+        fclose(f);
+    }
+    for (int i = 0; i < sim_ndev; i++) set_uuid(&sim_cfg[i], i);
+    return 0;
+}
+
+static int lock_slot(int i, short type) {
+    struct flock fl = {.l_type = type, .l_whence = SEEK_SET, .l_start = SIM_LOCK_BASE + i,
+                       .l_len = 1};
+    return fcntl(state_fd, F_SETLK, &fl);
+}
+
+/* A dead process's device memory goes back, as a real driver frees it on exit. */
+static void reclaim_dead(void) {
+    for (int i = 0; i < SIM_MAX_SLOTS; i++) {
+        sim_slot_t *s = &sim_state->slots[i];
+        if (i == my_slot || atomic_load(&s->pid) == 0 || lock_slot(i, F_WRLCK) != 0) continue;
+        for (int d = 0; d < SIM_MAX_DEV; d++) {
+            uint64_t held = atomic_exchange(&s->used[d], 0);
+            if (held) atomic_fetch_sub(&sim_state->dev[d].used, held);
+        }
+        atomic_store(&s->pid, 0);
+        lock_slot(i, F_UNLCK);
+    }
+}
+
+static void claim_slot(void) {
+    for (int i = 0; i < SIM_MAX_SLOTS; i++) {
+        if (lock_slot(i, F_WRLCK) != 0) continue;
+        sim_slot_t *s = &sim_state->slots[i];
+        for (int d = 0; d < SIM_MAX_DEV; d++) {
+            uint64_t held = atomic_exchange(&s->used[d], 0);
+            if (held) atomic_fetch_sub(&sim_state->dev[d].used, held);
+        }
+        atomic_store(&s->pid, (uint32_t)getpid());
+        my_slot = i;
+        return;
+    }
+}
+
+static void after_fork(void) {
+    my_slot = -1;
+    claim_slot();
+}
+
+static void do_init(void) {
+    if (load_config() != 0) return;
+    const char *path = getenv("SIMGPU_STATE");
+    if (!path || !*path) path = "/tmp/simgpu-state";
+    state_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    if (state_fd < 0) {
+        fprintf(stderr, "simgpu: cannot open SIMGPU_STATE %s: %s\n", path, strerror(errno));
+        return;
+    }
+    /* A fresh file is all zeroes, which is a valid empty state; extending is idempotent. */
+    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 1};
+    fcntl(state_fd, F_SETLKW, &fl);
+    if (lseek(state_fd, 0, SEEK_END) < (off_t)sizeof(sim_state_t) &&
+        ftruncate(state_fd, sizeof(sim_state_t)) != 0) {
+        fprintf(stderr, "simgpu: cannot size %s: %s\n", path, strerror(errno));
+        return;
+    }
+    sim_state = mmap(NULL, sizeof(sim_state_t), PROT_READ | PROT_WRITE, MAP_SHARED, state_fd, 0);
+    if (sim_state == MAP_FAILED) {
+        sim_state = NULL;
+        return;
+    }
+    if (sim_state->magic == 0) {
+        sim_state->version = SIM_VERSION;
+        sim_state->ndev = (uint32_t)sim_ndev;
+        sim_state->magic = SIM_MAGIC;
+    }
+    fl.l_type = F_UNLCK;
+    fcntl(state_fd, F_SETLK, &fl);
+    if (sim_state->magic != SIM_MAGIC || sim_state->version != SIM_VERSION) {
+        fprintf(stderr, "simgpu: %s is not a simgpu v%u state file\n", path, SIM_VERSION);
+        sim_state = NULL;
+        return;
+    }
+    claim_slot();
+    reclaim_dead();
+    pthread_atfork(NULL, NULL, after_fork);
+    init_rc = 0;
+}
+
+int sim_init(void) {
+    pthread_once(&once, do_init);
+    return init_rc;
+}
+
+int sim_mem_take(int dev, uint64_t size) {
+    sim_dev_t *d = &sim_state->dev[dev];
+    uint64_t total = sim_cfg[dev].memory_bytes;
+    for (int attempt = 0; attempt < 2; attempt++) {
+        uint64_t used = atomic_load(&d->used);
+        while (size <= total && used <= total - size) {
+            if (atomic_compare_exchange_weak(&d->used, &used, used + size)) {
+                if (my_slot >= 0) atomic_fetch_add(&sim_state->slots[my_slot].used[dev], size);
+                return 0;
+            }
+        }
+        reclaim_dead();
+    }
+    return -1;
+}
+
+void sim_mem_give(int dev, uint64_t size) {
+    if (my_slot >= 0) atomic_fetch_sub(&sim_state->slots[my_slot].used[dev], size);
+    atomic_fetch_sub(&sim_state->dev[dev].used, size);
+}
+
+uint64_t sim_run(int dev, uint64_t earliest, uint64_t dur, uint64_t *end) {
+    sim_dev_t *d = &sim_state->dev[dev];
+    uint64_t now = sim_now();
+    if (earliest < now) earliest = now;
+    uint64_t busy = atomic_load(&d->busy_until), start;
+    do {
+        start = busy > earliest ? busy : earliest;
+    } while (!atomic_compare_exchange_weak(&d->busy_until, &busy, start + dur));
+    atomic_fetch_add(&d->busy_total, dur);
+    *end = start + dur;
+    return start;
+}
+
+unsigned sim_utilisation(int dev) {
+    sim_dev_t *d = &sim_state->dev[dev];
+    uint64_t now = sim_now();
+    uint64_t until = atomic_load(&d->busy_until), total = atomic_load(&d->busy_total);
+    uint64_t done = total - (until > now ? until - now : 0); /* one FIFO: no gaps ahead */
+    uint64_t t0 = atomic_load(&d->util_t), b0 = atomic_load(&d->util_b);
+    if (t0 == 0 || now - t0 >= 200000000ull) {
+        if (t0 && atomic_compare_exchange_strong(&d->util_t, &t0, now)) {
+            uint64_t pct = (done - b0) * 100 / (now - t0);
+            atomic_store(&d->util_pct, pct > 100 ? 100 : pct);
+            atomic_store(&d->util_b, done);
+        } else if (!t0 && atomic_compare_exchange_strong(&d->util_t, &t0, now)) {
+            atomic_store(&d->util_b, done);
+        }
+    }
+    return (unsigned)atomic_load(&d->util_pct);
+}

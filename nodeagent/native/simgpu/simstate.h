@@ -1,0 +1,66 @@
+/*
+ * simgpu: a SIMULATED GPU for machines without one. Device descriptions come from the
+ * SIMGPU_CONFIG file; device memory use and busy time live in the SIMGPU_STATE file, mapped by
+ * every process, so two processes on one simulated GPU really contend. Never part of the
+ * interception core.
+ */
+#ifndef SIMGPU_STATE_H
+#define SIMGPU_STATE_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#define SIM_MAX_DEV 16
+#define SIM_MAX_SLOTS 256
+#define SIM_MAGIC 0x55504753u /* "SGPU" */
+#define SIM_VERSION 1u
+#define SIM_LOCK_BASE 0x40000000LL
+#define SIM_DRIVER_VERSION "550.00-simgpu (SIMULATED)"
+
+typedef struct {
+    char name[96];
+    char uuid[48];
+    unsigned char uuid_bytes[16];
+    uint64_t memory_bytes;
+    uint64_t context_bytes; /* charged per context, like a real driver's context footprint */
+    int sm_count;
+    int cc_major, cc_minor;
+} sim_devcfg_t;
+
+typedef struct {
+    _Atomic uint64_t used;       /* bytes held by all live processes */
+    _Atomic uint64_t busy_until; /* CLOCK_MONOTONIC ns when queued work ends (one FIFO) */
+    _Atomic uint64_t busy_total; /* ns of kernel time ever queued */
+    _Atomic uint64_t util_t;     /* last utilisation sample: time, busy-done, percent */
+    _Atomic uint64_t util_b;
+    _Atomic uint64_t util_pct;
+} sim_dev_t;
+
+typedef struct {
+    _Atomic uint32_t pid;
+    uint32_t pad;
+    _Atomic uint64_t used[SIM_MAX_DEV];
+} sim_slot_t;
+
+typedef struct {
+    uint32_t magic, version, ndev, pad;
+    sim_dev_t dev[SIM_MAX_DEV];
+    sim_slot_t slots[SIM_MAX_SLOTS];
+} sim_state_t;
+
+extern int sim_ndev;
+extern sim_devcfg_t sim_cfg[SIM_MAX_DEV];
+extern sim_state_t *sim_state;
+
+/* Load config and map state once per process; 0 on success. */
+int sim_init(void);
+uint64_t sim_now(void);
+/* Charge / release physical device memory for this process. 0 or -1 (out of memory). */
+int sim_mem_take(int dev, uint64_t size);
+void sim_mem_give(int dev, uint64_t size);
+/* Queue a kernel of dur ns after max(now, earliest); returns its start time, *end its end. */
+uint64_t sim_run(int dev, uint64_t earliest, uint64_t dur, uint64_t *end);
+unsigned sim_utilisation(int dev);
+void sim_sleep_until(uint64_t t);
+
+#endif

@@ -1,0 +1,224 @@
+/*
+ * Library core: generated symbol tables, lazy initialisation (config + region), device
+ * mapping, and the two ways a program finds driver symbols at run time: dlsym() and
+ * cuGetProcAddress(). Nothing heavy runs in a constructor: the first hooked call initialises,
+ * so loading the library into a process that never touches the GPU costs nothing.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "tranche.h"
+
+void *tr_real[TR_SYM_COUNT];
+__thread int tr_guard __attribute__((tls_model("initial-exec")));
+tr_config_t tr_cfg;
+
+typedef struct {
+    const char *name;
+    const char *base;
+    void *hook;
+    int id;
+} tr_hook_entry_t;
+
+static const tr_hook_entry_t hook_table[] = {
+#define HOOK(fam, sym, base) {#sym, #base, (void *)&sym, TR_##sym},
+#define REAL(lib, sym)
+#include "hooks.def"
+#undef HOOK
+#undef REAL
+};
+#define HOOK_COUNT ((int)(sizeof hook_table / sizeof hook_table[0]))
+
+static const char *const real_names[TR_SYM_COUNT] = {
+#define HOOK(fam, sym, base) #sym,
+#define REAL(lib, sym) #sym,
+#include "hooks.def"
+#undef HOOK
+#undef REAL
+};
+
+enum { TR_FAM_INIT = 0, TR_FAM_MEM = 0, TR_FAM_CTX = 0, TR_FAM_LAUNCH = 0, TR_FAM_CUDA = 0,
+       TR_FAM_NVML = 1 };
+static const char real_is_nvml[TR_SYM_COUNT] = {
+#define HOOK(fam, sym, base) TR_FAM_##fam,
+#define REAL(lib, sym) TR_FAM_##lib,
+#include "hooks.def"
+#undef HOOK
+#undef REAL
+};
+
+typedef void *(*dlsym_fn)(void *, const char *);
+static dlsym_fn real_dlsym;
+
+static void find_real_dlsym(void) {
+    /* glibc >= 2.34 versions dlsym in libc; older ones only have GLIBC_2.2.5. */
+    real_dlsym = (dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
+    if (!real_dlsym) real_dlsym = (dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
+}
+
+static pthread_once_t resolve_once = PTHREAD_ONCE_INIT;
+
+static void do_resolve(void) {
+    tr_guard++;
+    if (!real_dlsym) find_real_dlsym();
+    void *cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+    void *nvml = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_GLOBAL);
+    for (int i = 0; i < TR_SYM_COUNT; i++) {
+        void *lib = real_is_nvml[i] ? nvml : cuda;
+        tr_real[i] = (lib && real_dlsym) ? real_dlsym(lib, real_names[i]) : NULL;
+    }
+    tr_guard--;
+}
+
+void tr_resolve(void) { pthread_once(&resolve_once, do_resolve); }
+
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+static int init_ok;
+static char init_err[512];
+
+const char *tr_init_error(void) { return init_err; }
+
+static void do_init(void) {
+    tr_resolve();
+    char err[400];
+    if (tr_config_load(&tr_cfg, err, sizeof err) != 0) {
+        snprintf(init_err, sizeof init_err, "slice config: %s", err);
+    } else {
+        const char *dir = getenv("TRANCHE_REGION_DIR");
+        if (!dir || !*dir) dir = TR_DEFAULT_REGION_DIR;
+        if (tr_region_open(dir, &tr_cfg, err, sizeof err) != 0)
+            snprintf(init_err, sizeof init_err, "shared region: %s", err);
+        else
+            init_ok = 1;
+    }
+    if (init_ok) {
+        pthread_atfork(NULL, NULL, tr_region_after_fork);
+    } else {
+        /* Once per process, never on a hot path: the tenant must learn why there is no GPU. */
+        fprintf(stderr, "tranche: GPU access refused (%s); no GPU is available to this "
+                        "process. Contact the platform operator.\n", init_err);
+    }
+}
+
+int tr_ready(void) {
+    if (TR_LIKELY(init_ok)) return 1;
+    tr_guard++;
+    pthread_once(&init_once, do_init);
+    tr_guard--;
+    return init_ok;
+}
+
+uint64_t tr_now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+int tr_dev_index_by_uuid(const char *uuid) {
+    for (int i = 0; i < tr_cfg.device_count; i++) {
+        if (strcmp(tr_cfg.devices[i].uuid, "*") == 0 || strcmp(tr_cfg.devices[i].uuid, uuid) == 0)
+            return i;
+    }
+    return -1;
+}
+
+int tr_dev_uuid(CUdevice dev, char *out, size_t len) {
+    CUuuid u;
+    if (!tr_real[TR_cuDeviceGetUuid] || REAL_FN(cuDeviceGetUuid)(&u, dev) != CUDA_SUCCESS)
+        return -1;
+    const unsigned char *b = (const unsigned char *)u.bytes;
+    snprintf(out, len, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+             b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12],
+             b[13], b[14], b[15]);
+    return 0;
+}
+
+#define TR_MAX_CUDEV 64
+static _Atomic int devmap[TR_MAX_CUDEV]; /* 0 unknown, else index + 2 (1 = not in slice) */
+
+int tr_dev_index(CUdevice dev) {
+    if (dev < 0 || dev >= TR_MAX_CUDEV) return -1;
+    int v = atomic_load_explicit(&devmap[dev], memory_order_relaxed);
+    if (TR_LIKELY(v)) return v - 2;
+    char s[64];
+    int idx = tr_dev_uuid(dev, s, sizeof s) == 0 ? tr_dev_index_by_uuid(s) : -1;
+    atomic_store(&devmap[dev], idx + 2);
+    return idx;
+}
+
+static __thread CUcontext cached_ctx __attribute__((tls_model("initial-exec")));
+static __thread int cached_idx __attribute__((tls_model("initial-exec")));
+
+int tr_current_dev_index(void) {
+    CUcontext ctx = NULL;
+    if (REAL_FN(cuCtxGetCurrent)(&ctx) != CUDA_SUCCESS || !ctx) return -2;
+    if (TR_LIKELY(ctx == cached_ctx)) return cached_idx;
+    CUdevice dev;
+    if (REAL_FN(cuCtxGetDevice)(&dev) != CUDA_SUCCESS) return -1;
+    cached_idx = tr_dev_index(dev);
+    cached_ctx = ctx;
+    return cached_idx;
+}
+
+static int hook_index(const char *name) {
+    for (int i = 0; i < HOOK_COUNT; i++)
+        if (strcmp(hook_table[i].name, name) == 0) return i;
+    return -1;
+}
+
+TR_EXPORT void *dlsym(void *restrict handle, const char *restrict symbol) {
+    if (!real_dlsym) find_real_dlsym();
+    /* Only driver and NVML names are ours; while inside the library, always the real one. */
+    if (!tr_guard && ((symbol[0] == 'c' && symbol[1] == 'u') || symbol[0] == 'n')) {
+        int i = hook_index(symbol);
+        if (i >= 0) {
+            tr_resolve();
+            return hook_table[i].hook;
+        }
+    }
+    return real_dlsym(handle, symbol);
+}
+
+/* The driver picked a variant for (base name, version, flags); hand back our hook for it. */
+static void *substitute(const char *symbol, void *real) {
+    for (int i = 0; i < HOOK_COUNT; i++) {
+        if (tr_real[hook_table[i].id] == real && strcmp(hook_table[i].base, symbol) == 0)
+            return hook_table[i].hook;
+    }
+    return real;
+}
+
+TR_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion,
+                                    cuuint64_t flags) {
+    tr_resolve();
+    if (!tr_real[TR_cuGetProcAddress]) return CUDA_ERROR_NOT_INITIALIZED;
+    tr_guard++;
+    CUresult r = REAL_FN(cuGetProcAddress)(symbol, pfn, cudaVersion, flags);
+    tr_guard--;
+    if (r == CUDA_SUCCESS && pfn && *pfn && symbol) *pfn = substitute(symbol, *pfn);
+    return r;
+}
+
+TR_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
+                                       cuuint64_t flags,
+                                       CUdriverProcAddressQueryResult *symbolStatus) {
+    tr_resolve();
+    if (!tr_real[TR_cuGetProcAddress_v2]) return CUDA_ERROR_NOT_INITIALIZED;
+    tr_guard++;
+    CUresult r = REAL_FN(cuGetProcAddress_v2)(symbol, pfn, cudaVersion, flags, symbolStatus);
+    tr_guard--;
+    if (r == CUDA_SUCCESS && pfn && *pfn && symbol) *pfn = substitute(symbol, *pfn);
+    return r;
+}
+
+TR_EXPORT CUresult cuInit(unsigned int flags) {
+    if (!tr_ready()) return CUDA_ERROR_NO_DEVICE;
+    if (!tr_real[TR_cuInit]) return CUDA_ERROR_NO_DEVICE;
+    return REAL_FN(cuInit)(flags);
+}

@@ -1,0 +1,113 @@
+/*
+ * Context family: a context costs device memory the program never asked for. The charge is
+ * the measured growth of the device's used memory (NVML) across the creation, taken once per
+ * primary context per process and per explicitly created context.
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+
+#include "tranche.h"
+
+static pthread_mutex_t ctx_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t nvml_once = PTHREAD_ONCE_INIT;
+static int nvml_ok;
+static int primary_refs[64];
+
+static void nvml_init(void) {
+    nvml_ok = tr_real[TR_nvmlInit_v2] && REAL_FN(nvmlInit_v2)() == NVML_SUCCESS;
+}
+
+static uint64_t phys_used(CUdevice dev) {
+    char uuid[64];
+    nvmlDevice_t h;
+    nvmlMemory_t m;
+    pthread_once(&nvml_once, nvml_init);
+    if (!nvml_ok || tr_dev_uuid(dev, uuid, sizeof uuid) != 0 ||
+        REAL_FN(nvmlDeviceGetHandleByUUID)(uuid, &h) != NVML_SUCCESS ||
+        REAL_FN(nvmlDeviceGetMemoryInfo)(h, &m) != NVML_SUCCESS)
+        return 0;
+    return m.used;
+}
+
+TR_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
+    if (tr_guard) return REAL_FN(cuDevicePrimaryCtxRetain)(pctx, dev);
+    if (!tr_ready()) return CUDA_ERROR_NOT_INITIALIZED;
+    int idx = tr_dev_index(dev);
+    if (dev < 0 || dev >= 64 || idx < 0) return REAL_FN(cuDevicePrimaryCtxRetain)(pctx, dev);
+    tr_guard++;
+    pthread_mutex_lock(&ctx_mu);
+    int first = primary_refs[dev] == 0;
+    uint64_t before = first ? phys_used(dev) : 0;
+    CUresult r = REAL_FN(cuDevicePrimaryCtxRetain)(pctx, dev);
+    if (r == CUDA_SUCCESS) {
+        primary_refs[dev]++;
+        if (first) {
+            uint64_t after = phys_used(dev);
+            uint64_t delta = after > before ? after - before : 0;
+            if (delta && tr_mem_reserve(idx, delta) != 0) {
+                REAL_FN(cuDevicePrimaryCtxRelease_v2)(dev);
+                primary_refs[dev]--;
+                r = CUDA_ERROR_OUT_OF_MEMORY;
+            } else {
+                tr_track_put(TR_K_CTX, (uint64_t)dev, idx, delta);
+            }
+        }
+    }
+    pthread_mutex_unlock(&ctx_mu);
+    tr_guard--;
+    return r;
+}
+
+TR_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
+    if (tr_guard || dev < 0 || dev >= 64) return REAL_FN(cuDevicePrimaryCtxRelease_v2)(dev);
+    pthread_mutex_lock(&ctx_mu);
+    tr_guard++;
+    CUresult r = REAL_FN(cuDevicePrimaryCtxRelease_v2)(dev);
+    tr_guard--;
+    if (r == CUDA_SUCCESS && primary_refs[dev] > 0 && --primary_refs[dev] == 0) {
+        int idx;
+        uint64_t size;
+        if (tr_track_take(TR_K_CTX, (uint64_t)dev, &idx, &size) == 0 && size)
+            tr_mem_release(idx, size);
+    }
+    pthread_mutex_unlock(&ctx_mu);
+    return r;
+}
+
+TR_EXPORT CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev) {
+    if (tr_guard) return REAL_FN(cuCtxCreate_v2)(pctx, flags, dev);
+    if (!tr_ready()) return CUDA_ERROR_NOT_INITIALIZED;
+    int idx = tr_dev_index(dev);
+    if (idx < 0) return REAL_FN(cuCtxCreate_v2)(pctx, flags, dev);
+    tr_guard++;
+    pthread_mutex_lock(&ctx_mu);
+    uint64_t before = phys_used(dev);
+    CUresult r = REAL_FN(cuCtxCreate_v2)(pctx, flags, dev);
+    if (r == CUDA_SUCCESS) {
+        uint64_t after = phys_used(dev);
+        uint64_t delta = after > before ? after - before : 0;
+        if (delta && tr_mem_reserve(idx, delta) != 0) {
+            REAL_FN(cuCtxDestroy_v2)(*pctx);
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+        } else {
+            /* Key 64+: explicit contexts, apart from the primary ones keyed by ordinal. */
+            tr_track_put(TR_K_CTX, (uint64_t)(uintptr_t)*pctx | 1ull << 63, idx, delta);
+        }
+    }
+    pthread_mutex_unlock(&ctx_mu);
+    tr_guard--;
+    return r;
+}
+
+TR_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) {
+    if (tr_guard) return REAL_FN(cuCtxDestroy_v2)(ctx);
+    tr_guard++;
+    CUresult r = REAL_FN(cuCtxDestroy_v2)(ctx);
+    tr_guard--;
+    int idx;
+    uint64_t size;
+    if (r == CUDA_SUCCESS &&
+        tr_track_take(TR_K_CTX, (uint64_t)(uintptr_t)ctx | 1ull << 63, &idx, &size) == 0 && size)
+        tr_mem_release(idx, size);
+    return r;
+}

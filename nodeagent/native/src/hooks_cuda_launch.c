@@ -1,0 +1,227 @@
+/*
+ * Launch family: the compute share. Each container has one budget of device time per device
+ * in its shared region (all its processes draw from it), refilled at the target share. A
+ * launch waits while the budget is spent and is charged its expected device time: an EWMA per
+ * function (or graph), fed by timing occasional launches with a pair of events. The first
+ * launch of a function is timed synchronously so the estimate is never a guess.
+ */
+#define _GNU_SOURCE
+#include <stdatomic.h>
+#include <time.h>
+
+#include "tranche.h"
+
+#define BURST_NS 10000000LL   /* budget a container may save up: 10 ms of device time */
+#define MAX_WAIT_NS 2000000LL /* re-check at least this often while throttled */
+#define SAMPLE_EVERY 16u      /* re-measure a function every this many launches */
+#define FTAB_SIZE 4096u
+
+typedef struct {
+    _Atomic uintptr_t key;
+    _Atomic int64_t est_ns;
+    _Atomic uint32_t launches;
+} fstat_t;
+
+static fstat_t ftab[FTAB_SIZE];
+
+static fstat_t *fstat_of(uintptr_t key) {
+    uint32_t h = (uint32_t)((key * 0x9E3779B97F4A7C15ull) >> 40) & (FTAB_SIZE - 1);
+    for (uint32_t i = 0; i < 32; i++) {
+        fstat_t *e = &ftab[(h + i) & (FTAB_SIZE - 1)];
+        uintptr_t k = atomic_load_explicit(&e->key, memory_order_acquire);
+        if (k == key) return e;
+        if (k == 0) {
+            uintptr_t zero = 0;
+            if (atomic_compare_exchange_strong(&e->key, &zero, key) || zero == key) return e;
+        }
+    }
+    return NULL; /* table full: such launches are charged nothing but still counted */
+}
+
+typedef struct {
+    CUcontext ctx;
+    CUevent start, end;
+    fstat_t *f;   /* outstanding asynchronous sample, or NULL */
+    int64_t charged;
+    int dev;
+} sampler_t;
+
+static __thread sampler_t smp;
+
+static void refill(tr_device_t *d, uint32_t pct, uint64_t now) {
+    uint64_t last = atomic_load_explicit(&d->last_refill_ns, memory_order_relaxed);
+    if (now <= last || !atomic_compare_exchange_strong(&d->last_refill_ns, &last, now)) return;
+    int64_t add = (last == 0 || now - last > 1000000000ull) ? BURST_NS
+                                                            : (int64_t)((now - last) * pct / 100);
+    int64_t t = atomic_fetch_add(&d->tokens_ns, add) + add;
+    if (t > BURST_NS) atomic_fetch_sub(&d->tokens_ns, t - BURST_NS);
+}
+
+static void charge(tr_device_t *d, int64_t ns) {
+    atomic_fetch_sub(&d->tokens_ns, ns);
+    atomic_fetch_add(&d->compute_used_ns, (uint64_t)ns);
+}
+
+/* Wait until the container's budget on this device is positive. */
+static void wait_for_budget(tr_device_t *d, uint32_t pct) {
+    uint64_t now = tr_now_ns();
+    refill(d, pct, now);
+    if (atomic_load_explicit(&d->tokens_ns, memory_order_relaxed) > 0) return;
+    uint64_t start = now;
+    int64_t t;
+    while ((t = atomic_load(&d->tokens_ns)) <= 0) {
+        int64_t wait = -t * 100 / pct + 20000;
+        if (wait > MAX_WAIT_NS) wait = MAX_WAIT_NS;
+        struct timespec ts = {0, (long)wait};
+        nanosleep(&ts, NULL);
+        now = tr_now_ns();
+        refill(d, pct, now);
+    }
+    atomic_fetch_add(&d->throttled_ns, now - start);
+}
+
+static int64_t elapsed_ns(CUevent a, CUevent b) {
+    float ms = 0;
+    if (REAL_FN(cuEventElapsedTime)(&ms, a, b) != CUDA_SUCCESS || ms < 0) return -1;
+    return (int64_t)((double)ms * 1e6);
+}
+
+static void poll_sample(void) {
+    if (!smp.f || REAL_FN(cuEventQuery)(smp.end) != CUDA_SUCCESS) return;
+    int64_t actual = elapsed_ns(smp.start, smp.end);
+    if (actual >= 0) {
+        int64_t est = atomic_load(&smp.f->est_ns);
+        atomic_store(&smp.f->est_ns, est + (actual - est) / 4);
+        /* Settle the difference between what was charged and what the launch took. */
+        charge(&tr_region()->devices[smp.dev], actual - smp.charged);
+    }
+    smp.f = NULL;
+}
+
+static int ensure_events(void) {
+    CUcontext ctx = NULL;
+    if (REAL_FN(cuCtxGetCurrent)(&ctx) != CUDA_SUCCESS || !ctx) return -1;
+    if (ctx == smp.ctx) return 0;
+    if (REAL_FN(cuEventCreate)(&smp.start, CU_EVENT_DEFAULT) != CUDA_SUCCESS ||
+        REAL_FN(cuEventCreate)(&smp.end, CU_EVENT_DEFAULT) != CUDA_SUCCESS)
+        return -1;
+    smp.ctx = ctx;
+    smp.f = NULL;
+    return 0;
+}
+
+enum { L_PLAIN, L_ASYNC_SAMPLE, L_SYNC_MEASURE };
+
+typedef struct {
+    int mode;
+    int dev;
+    CUstream stream;
+    fstat_t *f;
+} launch_t;
+
+/* Returns CUDA_SUCCESS to go ahead with the launch, or the error to return instead. */
+static CUresult pre_launch(uintptr_t key, CUstream s, int ptsz, launch_t *l) {
+    l->mode = L_PLAIN;
+    if (!tr_ready()) return CUDA_ERROR_NOT_INITIALIZED;
+    int dev = tr_current_dev_index();
+    if (dev == -2) return CUDA_SUCCESS; /* no context: the driver reports it */
+    if (dev < 0) return CUDA_ERROR_NOT_PERMITTED;
+    tr_device_t *d = &tr_region()->devices[dev];
+    uint32_t pct = tr_cfg.devices[dev].compute_percent;
+    atomic_fetch_add_explicit(&d->launches, 1, memory_order_relaxed);
+    if (pct >= 100) return CUDA_SUCCESS; /* a whole GPU: nothing to meter */
+    l->dev = dev;
+    l->stream = (ptsz && s == NULL) ? CU_STREAM_PER_THREAD : s;
+    if (smp.f) poll_sample();
+    fstat_t *f = fstat_of(key);
+    l->f = f;
+    wait_for_budget(d, pct);
+    if (!f) return CUDA_SUCCESS;
+    int64_t est = atomic_load_explicit(&f->est_ns, memory_order_relaxed);
+    uint32_t n = atomic_fetch_add_explicit(&f->launches, 1, memory_order_relaxed);
+    if (est <= 0) {
+        smp.f = NULL; /* the event pair is needed now; an older sample is dropped */
+        if (ensure_events() == 0 && REAL_FN(cuEventRecord)(smp.start, l->stream) == CUDA_SUCCESS)
+            l->mode = L_SYNC_MEASURE;
+        return CUDA_SUCCESS;
+    }
+    charge(d, est);
+    if (!smp.f && n % SAMPLE_EVERY == 0 && ensure_events() == 0 &&
+        REAL_FN(cuEventRecord)(smp.start, l->stream) == CUDA_SUCCESS) {
+        l->mode = L_ASYNC_SAMPLE;
+        smp.charged = est;
+    }
+    return CUDA_SUCCESS;
+}
+
+static void post_launch(launch_t *l, CUresult r) {
+    if (l->mode == L_PLAIN || r != CUDA_SUCCESS) return;
+    if (REAL_FN(cuEventRecord)(smp.end, l->stream) != CUDA_SUCCESS) return;
+    if (l->mode == L_ASYNC_SAMPLE) {
+        smp.f = l->f;
+        smp.dev = l->dev;
+        return;
+    }
+    /* First launch of this function: wait for it once to learn its cost. */
+    int64_t actual = -1;
+    if (REAL_FN(cuEventSynchronize)(smp.end) == CUDA_SUCCESS)
+        actual = elapsed_ns(smp.start, smp.end);
+    if (actual < 1) actual = 1;
+    atomic_store(&l->f->est_ns, actual);
+    charge(&tr_region()->devices[l->dev], actual);
+}
+
+#define LAUNCH_HOOK(sym, key, stream, ptsz, ...)                                               \
+    do {                                                                                       \
+        if (tr_guard) return REAL_FN(sym)(__VA_ARGS__);                                        \
+        launch_t l;                                                                            \
+        CUresult pre = pre_launch((uintptr_t)(key), (stream), (ptsz), &l);                     \
+        if (pre != CUDA_SUCCESS) return pre;                                                   \
+        CUresult r = REAL_FN(sym)(__VA_ARGS__);                                                \
+        post_launch(&l, r);                                                                    \
+        return r;                                                                              \
+    } while (0)
+
+#define KERNEL_ARGS f, gx, gy, gz, bx, by, bz, shmem, hStream, kernelParams, extra
+#define KERNEL_PARAMS                                                                          \
+    CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,          \
+        unsigned int by, unsigned int bz, unsigned int shmem, CUstream hStream,                \
+        void **kernelParams, void **extra
+
+TR_EXPORT CUresult cuLaunchKernel(KERNEL_PARAMS) {
+    LAUNCH_HOOK(cuLaunchKernel, f, hStream, 0, KERNEL_ARGS);
+}
+TR_EXPORT CUresult cuLaunchKernel_ptsz(KERNEL_PARAMS) {
+    LAUNCH_HOOK(cuLaunchKernel_ptsz, f, hStream, 1, KERNEL_ARGS);
+}
+
+#define COOP_ARGS f, gx, gy, gz, bx, by, bz, shmem, hStream, kernelParams
+#define COOP_PARAMS                                                                            \
+    CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,          \
+        unsigned int by, unsigned int bz, unsigned int shmem, CUstream hStream,                \
+        void **kernelParams
+
+TR_EXPORT CUresult cuLaunchCooperativeKernel(COOP_PARAMS) {
+    LAUNCH_HOOK(cuLaunchCooperativeKernel, f, hStream, 0, COOP_ARGS);
+}
+TR_EXPORT CUresult cuLaunchCooperativeKernel_ptsz(COOP_PARAMS) {
+    LAUNCH_HOOK(cuLaunchCooperativeKernel_ptsz, f, hStream, 1, COOP_ARGS);
+}
+
+TR_EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f,
+                                    void **kernelParams, void **extra) {
+    LAUNCH_HOOK(cuLaunchKernelEx, f, config ? config->hStream : NULL, 0, config, f,
+                kernelParams, extra);
+}
+TR_EXPORT CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f,
+                                         void **kernelParams, void **extra) {
+    LAUNCH_HOOK(cuLaunchKernelEx_ptsz, f, config ? config->hStream : NULL, 1, config, f,
+                kernelParams, extra);
+}
+
+TR_EXPORT CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream) {
+    LAUNCH_HOOK(cuGraphLaunch, hGraphExec, hStream, 0, hGraphExec, hStream);
+}
+TR_EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream) {
+    LAUNCH_HOOK(cuGraphLaunch_ptsz, hGraphExec, hStream, 1, hGraphExec, hStream);
+}

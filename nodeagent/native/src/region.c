@@ -1,0 +1,244 @@
+/*
+ * The container's shared region: creation, validation, process slots and the memory counter.
+ * The first process creates the file under a temporary name and renames it into place once
+ * initialised, so nobody ever maps a half-written header.
+ */
+#define _GNU_SOURCE
+#include "region.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "config.h"
+
+static tr_region_t *g_region;
+static int g_fd = -1;
+static int g_slot = -1;
+/* Limits come from the read-only config, never from the tenant-writable region. */
+static uint64_t g_limit[TR_MAX_DEVICES];
+
+tr_region_t *tr_region(void) { return g_region; }
+int tr_region_slot(void) { return g_slot; }
+
+static int lock_byte(int fd, int slot, int cmd, short type) {
+    struct flock fl = {.l_type = type, .l_whence = SEEK_SET,
+                       .l_start = TR_LOCK_BASE + slot, .l_len = 1};
+    return fcntl(fd, cmd, &fl);
+}
+
+static uint64_t proc_start_time(void) {
+    /* Field 22 of /proc/self/stat; the command name (field 2) may hold spaces, so skip to ')'. */
+    char buf[1024];
+    int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return 0;
+    buf[n] = '\0';
+    char *p = strrchr(buf, ')');
+    if (!p) return 0;
+    int field = 2;
+    for (; *p && field < 22; p++)
+        if (*p == ' ') field++;
+    return strtoull(p, NULL, 10);
+}
+
+/* Caller holds the slot's lock; the previous owner is gone. Returns bytes given back. */
+static uint64_t scrub_slot(tr_slot_t *s) {
+    uint64_t total = 0;
+    for (int d = 0; d < TR_MAX_DEVICES; d++) {
+        uint64_t held = atomic_exchange(&s->mem_used[d], 0);
+        if (held) {
+            atomic_fetch_sub(&g_region->devices[d].mem_used, held);
+            total += held;
+        }
+    }
+    atomic_fetch_add(&s->generation, 1);
+    atomic_store(&s->pid, 0);
+    return total;
+}
+
+uint64_t tr_region_reclaim_dead(void) {
+    uint64_t total = 0;
+    for (int i = 0; i < TR_MAX_SLOTS; i++) {
+        if (i == g_slot) continue;
+        tr_slot_t *s = &g_region->slots[i];
+        if (atomic_load(&s->pid) == 0) continue;
+        /* Taking the lock proves the owner is dead and keeps other reclaimers out. */
+        if (lock_byte(g_fd, i, F_SETLK, F_WRLCK) != 0) continue;
+        if (atomic_load(&s->pid) != 0) total += scrub_slot(s);
+        lock_byte(g_fd, i, F_SETLK, F_UNLCK);
+    }
+    return total;
+}
+
+static int claim_slot(char *err, size_t errlen) {
+    for (int i = 0; i < TR_MAX_SLOTS; i++) {
+        if (lock_byte(g_fd, i, F_SETLK, F_WRLCK) != 0) continue; /* a live process has it */
+        tr_slot_t *s = &g_region->slots[i];
+        if (atomic_load(&s->pid) != 0) scrub_slot(s); /* left by a dead process */
+        s->start_time = proc_start_time();
+        atomic_fetch_add(&s->generation, 1);
+        atomic_store(&s->pid, (uint32_t)getpid());
+        g_slot = i;
+        return 0;
+    }
+    snprintf(err, errlen, "all %d process slots of the region are in use", TR_MAX_SLOTS);
+    return -1;
+}
+
+static int validate(const tr_region_t *r, struct stat *st, const tr_config_t *cfg, char *err,
+                    size_t errlen) {
+    if ((size_t)st->st_size < sizeof(tr_region_t) || r->magic != TR_REGION_MAGIC) {
+        snprintf(err, errlen, "region is corrupt (bad magic or size %lld); the node agent "
+                              "must recreate it", (long long)st->st_size);
+        return -1;
+    }
+    if (r->major != TR_REGION_MAJOR || r->header_size != sizeof(tr_region_t)) {
+        snprintf(err, errlen, "region has layout version %u.%u (size %u), this library speaks "
+                              "%u.x (size %zu); restart the container with matching versions",
+                 r->major, r->minor, r->header_size, TR_REGION_MAJOR, sizeof(tr_region_t));
+        return -1;
+    }
+    if ((int)r->device_count != cfg->device_count || r->slot_count != TR_MAX_SLOTS) {
+        snprintf(err, errlen, "region holds %u devices, the slice config %d", r->device_count,
+                 cfg->device_count);
+        return -1;
+    }
+    for (int i = 0; i < cfg->device_count; i++) {
+        if (strncmp(r->devices[i].uuid, cfg->devices[i].uuid, TR_UUID_LEN) != 0) {
+            snprintf(err, errlen, "region device %d is %.48s, the slice config says %s", i,
+                     r->devices[i].uuid, cfg->devices[i].uuid);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int create_region(const char *dir, const char *path, const tr_config_t *cfg) {
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s/.region.%d.tmp", dir, (int)getpid());
+    int fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd < 0) return -1;
+    tr_region_t *r = calloc(1, sizeof *r);
+    if (!r) {
+        close(fd);
+        unlink(tmp);
+        return -1;
+    }
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    r->magic = TR_REGION_MAGIC;
+    r->major = TR_REGION_MAJOR;
+    r->minor = TR_REGION_MINOR;
+    r->header_size = sizeof *r;
+    r->device_count = (uint32_t)cfg->device_count;
+    r->slot_count = TR_MAX_SLOTS;
+    r->created_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    snprintf(r->claim, sizeof r->claim, "%s", cfg->claim);
+    for (int i = 0; i < cfg->device_count; i++) {
+        snprintf(r->devices[i].uuid, TR_UUID_LEN, "%s", cfg->devices[i].uuid);
+        r->devices[i].mem_limit = cfg->devices[i].memory_bytes;
+        r->devices[i].compute_percent = cfg->devices[i].compute_percent;
+    }
+    ssize_t n = write(fd, r, sizeof *r);
+    free(r);
+    close(fd);
+    /* link() fails if another process won the race; its region is as good as ours. */
+    int rc = (n == (ssize_t)sizeof *r) ? link(tmp, path) : -1;
+    unlink(tmp);
+    return (rc == 0 || errno == EEXIST) ? 0 : -1;
+}
+
+int tr_region_open(const char *dir, const tr_config_t *cfg, char *err, size_t errlen) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, TR_REGION_FILE);
+    int fd = open(path, O_RDWR | O_CLOEXEC);
+    if (fd < 0 && errno == ENOENT) {
+        if (create_region(dir, path, cfg) != 0) {
+            snprintf(err, errlen, "cannot create region in %s: %s", dir, strerror(errno));
+            return -1;
+        }
+        fd = open(path, O_RDWR | O_CLOEXEC);
+    }
+    if (fd < 0) {
+        snprintf(err, errlen, "cannot open region %s: %s", path, strerror(errno));
+        return -1;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        snprintf(err, errlen, "cannot stat region %s: %s", path, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    size_t maplen = sizeof(tr_region_t);
+    if ((size_t)st.st_size < maplen) {
+        snprintf(err, errlen, "region %s is corrupt (size %lld, expected %zu); the node agent "
+                              "must recreate it", path, (long long)st.st_size, maplen);
+        close(fd);
+        return -1;
+    }
+    void *m = mmap(NULL, maplen, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (m == MAP_FAILED) {
+        snprintf(err, errlen, "cannot map region %s: %s", path, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    if (validate(m, &st, cfg, err, errlen) != 0) {
+        munmap(m, maplen);
+        close(fd);
+        return -1;
+    }
+    g_region = m;
+    g_fd = fd;
+    for (int i = 0; i < cfg->device_count; i++) {
+        g_limit[i] = cfg->devices[i].memory_bytes;
+        g_region->devices[i].mem_limit = g_limit[i];
+        g_region->devices[i].compute_percent = cfg->devices[i].compute_percent;
+    }
+    if (claim_slot(err, errlen) != 0) return -1;
+    tr_region_reclaim_dead();
+    return 0;
+}
+
+int tr_mem_reserve(int dev, uint64_t size) {
+    tr_device_t *d = &g_region->devices[dev];
+    uint64_t limit = g_limit[dev];
+    for (int attempt = 0; attempt < 2; attempt++) {
+        uint64_t used = atomic_load_explicit(&d->mem_used, memory_order_relaxed);
+        while (size <= limit && used <= limit - size) {
+            if (atomic_compare_exchange_weak(&d->mem_used, &used, used + size)) {
+                atomic_fetch_add(&g_region->slots[g_slot].mem_used[dev], size);
+                uint64_t peak = atomic_load_explicit(&d->mem_peak, memory_order_relaxed);
+                while (used + size > peak &&
+                       !atomic_compare_exchange_weak(&d->mem_peak, &peak, used + size)) {
+                }
+                return 0;
+            }
+        }
+        /* Over the cap: memory of a killed peer may still be counted; reclaim once, retry. */
+        if (attempt == 0 && tr_region_reclaim_dead() == 0) break;
+    }
+    atomic_fetch_add(&d->mem_rejected, 1);
+    return -1;
+}
+
+void tr_mem_release(int dev, uint64_t size) {
+    atomic_fetch_sub(&g_region->slots[g_slot].mem_used[dev], size);
+    atomic_fetch_sub(&g_region->devices[dev].mem_used, size);
+}
+
+void tr_region_after_fork(void) {
+    /* The child has the mapping but not the parent's slot lock: take a slot of its own. */
+    if (!g_region) return;
+    char err[128];
+    g_slot = -1;
+    if (claim_slot(err, sizeof err) != 0) g_slot = 0;
+}

@@ -1,0 +1,51 @@
+/* Internals shared by the hook families: the generated tables, init state and the guard. */
+#ifndef TRANCHE_H
+#define TRANCHE_H
+
+#define __CUDA_API_VERSION_INTERNAL 1
+#define NVML_NO_UNVERSIONED_FUNC_DEFS 1
+#include <cuda.h>
+#include <nvml.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "region.h"
+
+#define TR_EXPORT __attribute__((visibility("default")))
+#define TR_LIKELY(x) __builtin_expect(!!(x), 1)
+
+enum tr_sym {
+#define HOOK(fam, sym, base) TR_##sym,
+#define REAL(lib, sym) TR_##sym,
+#include "hooks.def"
+#undef HOOK
+#undef REAL
+    TR_SYM_COUNT
+};
+
+extern void *tr_real[TR_SYM_COUNT];
+/* Typed pointer to the real implementation of sym (declared by cuda.h / nvml.h). */
+#define REAL_FN(sym) ((__typeof__(&sym))tr_real[TR_##sym])
+
+/* >0 while this thread runs inside the library: nested calls go straight to the driver. */
+extern __thread int tr_guard __attribute__((tls_model("initial-exec")));
+
+extern tr_config_t tr_cfg;
+/* 1 when config and region are in place; 0 means fail closed. Runs init on first use. */
+int tr_ready(void);
+void tr_resolve(void);
+const char *tr_init_error(void);
+/* Region device index for a CUDA device, or -1 if the slice does not cover it. */
+int tr_dev_index(CUdevice dev);
+/* Same for the current context's device; -2 when the thread has no context. */
+int tr_current_dev_index(void);
+int tr_dev_uuid(CUdevice dev, char *out, size_t len);
+int tr_dev_index_by_uuid(const char *uuid);
+uint64_t tr_now_ns(void);
+
+/* Process-local bookkeeping of what each handle was charged (hooks_cuda_mem.c). */
+enum tr_kind { TR_K_PTR = 1, TR_K_VMM, TR_K_ARRAY, TR_K_MIPMAP, TR_K_POOL, TR_K_CTX, TR_K_ASYNC };
+void tr_track_put(int kind, uint64_t key, int dev, uint64_t size);
+int tr_track_take(int kind, uint64_t key, int *dev, uint64_t *size);
+int tr_track_get(int kind, uint64_t key, int *dev, uint64_t *size);
+#endif

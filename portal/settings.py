@@ -53,6 +53,7 @@ INSTALLED_APPS = [
     "portal.catalog",
     "portal.orders",
     "portal.billing",
+    "portal.agents",
 ]
 
 MIDDLEWARE = [
@@ -131,7 +132,15 @@ CELERY_BEAT_SCHEDULE = {
         "task": "portal.core.record_heartbeat",
         "schedule": env_int("TRANCHE_HEARTBEAT_SECONDS", 30, minimum=1),
     },
+    "controller-resync": {
+        "task": "controller.resync_all",
+        "schedule": env_int("TRANCHE_RESYNC_SECONDS", 60, minimum=5),
+        "options": {"expires": env_int("TRANCHE_RESYNC_SECONDS", 60, minimum=5)},
+    },
 }
+# The controller is not a Django app: its tasks module is imported by name.
+CELERY_IMPORTS = ("controller.tasks",)
+CONTROLLER_CANCEL_GRACE_SECONDS = env_int("TRANCHE_CANCEL_GRACE_SECONDS", 3600, minimum=0)
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

@@ -1,0 +1,73 @@
+"""`AgentConsumer` at /ws/agent/: the node agents' status ingest.
+
+Authentication on connect: `Authorization: Bearer <token>` plus `X-Tranche-Node: <node>`; a
+wrong or revoked token refuses the handshake. Each frame is then validated on its own: a
+malformed, oversized or foreign message is answered with {"error", "seq"} and logged with its
+reason, and the connection stays open, so a bug in one message never cuts a node's status feed.
+Accepted pods are published to `project.<id>` groups, ids taken from the database.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncWebsocketConsumer
+
+from portal.agents import services
+from portal.agents.protocol import MessageRejectedError, parse_status
+
+log = logging.getLogger("portal.agents")
+
+
+def _header(scope: dict, name: bytes) -> str:
+    for key, value in scope.get("headers", []):
+        if key.lower() == name:
+            return value.decode("latin1").strip()
+    return ""
+
+
+class AgentConsumer(AsyncWebsocketConsumer):
+    node: str = ""
+
+    async def connect(self) -> None:
+        client = ":".join(str(x) for x in (self.scope.get("client") or ["?"]))
+        node = _header(self.scope, b"x-tranche-node")
+        auth = _header(self.scope, b"authorization")
+        token = auth[7:] if auth.lower().startswith("bearer ") else ""
+        if not node or not token:
+            log.warning("agent refused from %s: missing X-Tranche-Node or Bearer token", client)
+            await self.close(code=4401)
+            return
+        row = await database_sync_to_async(services.authenticate_node)(node, token)
+        if row is None:
+            log.warning("agent refused from %s: wrong or revoked token for node %r", client, node)
+            await self.close(code=4401)
+            return
+        self.node = node
+        await self.accept()
+        log.info("agent of node %s connected from %s", node, client)
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        seq = None
+        try:
+            msg = parse_status(text_data, bytes_data, self.node)
+            seq = msg.seq
+            events = await database_sync_to_async(services.record_status)(self.node, msg)
+        except MessageRejectedError as exc:
+            if seq is None and text_data and len(text_data) < 65536:
+                try:
+                    seq = json.loads(text_data).get("seq")
+                except (ValueError, AttributeError):
+                    seq = None
+            log.warning("agent message from node %s rejected: %s", self.node, exc)
+            await self.send(json.dumps({"error": str(exc), "seq": seq}))
+            return
+        for item in events:
+            await self.channel_layer.group_send(f"project.{item.project_id}", item.event)
+        await self.send(json.dumps({"ack": msg.seq}))
+
+    async def disconnect(self, code: int) -> None:
+        if self.node:
+            log.info("agent of node %s disconnected (code %s)", self.node, code)

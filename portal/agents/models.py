@@ -1,0 +1,60 @@
+"""NodeToken (one per GPU node, only its SHA-256 kept) and PodSliceStatus (latest state per pod).
+Written only through `agents.services`."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+
+class NodeToken(models.Model):
+    """The credential of one node's agent. The plaintext is shown once, at creation."""
+
+    node_name = models.CharField(max_length=253, unique=True)
+    token_hash = models.CharField(max_length=64, editable=False)
+    token_prefix = models.CharField(
+        max_length=8, editable=False, help_text="first characters, to tell tokens apart"
+    )
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    revoked_at = models.DateTimeField(null=True, blank=True, editable=False)
+    last_seen_at = models.DateTimeField(null=True, blank=True, editable=False)
+    gpus = models.JSONField(default=list, blank=True, editable=False, help_text="latest GPUs")
+    dropped_messages = models.PositiveBigIntegerField(default=0, editable=False)
+
+    class Meta:
+        ordering = ["node_name"]
+
+    def __str__(self) -> str:
+        return self.node_name
+
+
+class PodSliceStatus(models.Model):
+    """Latest slice figures of one pod as its node's agent last reported them."""
+
+    project = models.ForeignKey("tenants.Project", on_delete=models.CASCADE)
+    node_name = models.CharField(max_length=253)
+    namespace = models.CharField(max_length=63)
+    pod_name = models.CharField(max_length=253)
+    pod_uid = models.CharField(max_length=64)
+    gpu_uuid = models.CharField(max_length=64)
+    memory_limit_bytes = models.PositiveBigIntegerField()
+    memory_used_bytes = models.PositiveBigIntegerField()
+    rejected_allocations = models.PositiveBigIntegerField()
+    compute_target_percent = models.PositiveSmallIntegerField()
+    compute_used_percent = models.FloatField()
+    throttled_seconds = models.FloatField()
+    processes = models.PositiveIntegerField(default=0)
+    reported_at = models.DateTimeField(help_text="agent clock")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["namespace", "pod_name"]
+        constraints = [
+            models.UniqueConstraint(fields=["namespace", "pod_name"], name="one_status_per_pod")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.pod_name} on {self.node_name}"

@@ -1,0 +1,148 @@
+"""Every write of the agents app: issuing/revoking node tokens and recording agent status.
+
+`record_status` is one transaction: it validates every pod of a message against the projects
+and the pods other nodes own before writing anything, so a message with one foreign pod stores
+nothing. Re-recording the same message is idempotent (rows are upserted per pod).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from django.db import transaction
+from django.utils import timezone
+
+from portal.agents.models import NodeToken, PodSliceStatus
+from portal.agents.protocol import MessageRejectedError, StatusMessage
+from portal.tenants.models import Project
+
+TOKEN_BYTES = 32
+
+
+class TokenExistsError(Exception):
+    """The node already has a token; rotating must be explicit."""
+
+
+def hash_token(token: str) -> str:
+    """SHA-256 suffices: tokens are 256-bit random, so there is nothing to brute-force."""
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def issue_node_token(node_name: str, created_by=None, rotate: bool = False) -> str:
+    """Create (or with rotate=True replace) the node's token; returns the plaintext once."""
+    token = secrets.token_urlsafe(TOKEN_BYTES)
+    values = {
+        "token_hash": hash_token(token),
+        "token_prefix": token[:8],
+        "created_by": created_by,
+        "revoked_at": None,
+    }
+    with transaction.atomic():
+        row, created = NodeToken.objects.select_for_update().get_or_create(
+            node_name=node_name, defaults=values
+        )
+        if not created:
+            if not rotate:
+                raise TokenExistsError(
+                    f"node {node_name} already has a token; rotate it to replace it "
+                    "(the old token stops working at once)"
+                )
+            NodeToken.objects.filter(pk=row.pk).update(created_at=timezone.now(), **values)
+    return token
+
+
+def revoke_node_token(node_name: str) -> bool:
+    """Revoke; True if a live token was revoked (CAS: only a not-yet-revoked row changes)."""
+    return bool(
+        NodeToken.objects.filter(node_name=node_name, revoked_at__isnull=True).update(
+            revoked_at=timezone.now()
+        )
+    )
+
+
+def authenticate_node(node_name: str, token: str) -> NodeToken | None:
+    """The node's live token row if `token` is its token, else None (constant-time compare)."""
+    row = NodeToken.objects.filter(node_name=node_name, revoked_at__isnull=True).first()
+    if row is None:
+        hmac.compare_digest(hash_token(token), "0" * 64)  # same work whether or not it exists
+        return None
+    return row if hmac.compare_digest(hash_token(token), row.token_hash) else None
+
+
+@dataclass(frozen=True)
+class Published:
+    """One event for a project's channel group."""
+
+    project_id: int
+    event: dict
+
+
+def _event(project_id: int, node: str, pod: dict | None, removed: dict | None = None) -> Published:
+    if removed is not None:
+        return Published(
+            project_id,
+            {"type": "pod.removed", "namespace": removed["namespace"], "pod": removed["pod"]},
+        )
+    return Published(project_id, {"type": "pod.status", "node": node, **(pod or {})})
+
+
+@transaction.atomic
+def record_status(node_name: str, msg: StatusMessage) -> list[Published]:
+    """Store the message's pods and GPUs; raise MessageRejectedError (storing nothing) for foreign pods."""
+    namespaces = {p["namespace"] for p in msg.pods} | {r["namespace"] for r in msg.removed}
+    projects = dict(Project.objects.filter(namespace__in=namespaces).values_list("namespace", "id"))
+    existing = {
+        (s.namespace, s.pod_name): s
+        for s in PodSliceStatus.objects.select_for_update().filter(
+            namespace__in=namespaces, pod_name__in={p["pod"] for p in msg.pods}
+        )
+    }
+    for i, p in enumerate(msg.pods):
+        where = f"pods[{i}] {p['namespace']}/{p['pod']}"
+        if p["namespace"] not in projects:
+            raise MessageRejectedError(f"{where}: namespace is not a Tranche project (foreign pod)")
+        old = existing.get((p["namespace"], p["pod"]))
+        if old and old.pod_uid == p["uid"] and old.node_name != node_name:
+            raise MessageRejectedError(
+                f"{where}: pod runs on node {old.node_name}, not {node_name}"
+            )
+    reported = datetime.fromtimestamp(msg.ts, tz=UTC)
+    events = []
+    for p in msg.pods:
+        project_id = projects[p["namespace"]]
+        PodSliceStatus.objects.update_or_create(
+            namespace=p["namespace"],
+            pod_name=p["pod"],
+            defaults={
+                "project_id": project_id,
+                "node_name": node_name,
+                "pod_uid": p["uid"],
+                "gpu_uuid": p["gpu_uuid"],
+                "memory_limit_bytes": p["memory_limit_bytes"],
+                "memory_used_bytes": p["memory_used_bytes"],
+                "rejected_allocations": p["rejected_allocations"],
+                "compute_target_percent": p["compute_target_percent"],
+                "compute_used_percent": p["compute_used_percent"],
+                "throttled_seconds": p["throttled_seconds"],
+                "processes": p["processes"],
+                "reported_at": reported,
+            },
+        )
+        events.append(_event(project_id, node_name, p))
+    for r in msg.removed:
+        # Only this node's own pods can be removed by it.
+        deleted, _ = PodSliceStatus.objects.filter(
+            namespace=r["namespace"], pod_name=r["pod"], node_name=node_name
+        ).delete()
+        if deleted and r["namespace"] in projects:
+            events.append(_event(projects[r["namespace"]], node_name, None, r))
+    NodeToken.objects.filter(node_name=node_name).update(
+        last_seen_at=timezone.now(),
+        gpus=msg.gpus,
+        dropped_messages=msg.dropped,
+    )
+    return events

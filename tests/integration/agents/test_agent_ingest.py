@@ -1,0 +1,187 @@
+"""The agent websocket through the real ASGI stack, Redis channel layer and PostgreSQL:
+accepted status is stored per pod and published to the project's group; a wrong token,
+malformed JSON, an oversized message and another node's pod are each refused with a logged
+reason while the connection (and the portal) keeps serving."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+
+import pytest
+from channels.layers import get_channel_layer
+from channels.testing import WebsocketCommunicator
+from django.core.management import call_command
+
+from portal.agents import selectors, services
+from portal.agents.protocol import MAX_MESSAGE_BYTES
+from portal.asgi import application
+from portal.tenants.models import Organization, Project
+
+GIB = 1024**3
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _headers(node: str, token: str) -> list[tuple[bytes, bytes]]:
+    return [
+        (b"origin", b"http://localhost"),
+        (b"authorization", f"Bearer {token}".encode()),
+        (b"x-tranche-node", node.encode()),
+    ]
+
+
+def _pod(ns: str = "acme-ml", pod: str = "train-0", uid: str = "p-1", **over) -> dict:
+    base = {
+        "namespace": ns,
+        "pod": pod,
+        "uid": uid,
+        "gpu_uuid": "GPU-1",
+        "memory_limit_bytes": 8 * GIB,
+        "memory_used_bytes": 7 * GIB,
+        "rejected_allocations": 1,
+        "compute_target_percent": 25,
+        "compute_used_percent": 24.5,
+        "throttled_seconds": 0.75,
+        "processes": 1,
+    }
+    return base | over
+
+
+def _status(node: str, seq: int, pods: list[dict], removed: list | None = None) -> str:
+    return json.dumps(
+        {
+            "type": "status",
+            "node": node,
+            "seq": seq,
+            "ts": time.time(),
+            "full": True,
+            "dropped": 0,
+            "gpus": [
+                {
+                    "uuid": "GPU-1",
+                    "name": "Tesla V100-PCIE-32GB",
+                    "memory_total_bytes": 32 * GIB,
+                    "memory_used_bytes": 7 * GIB,
+                }
+            ],
+            "pods": pods,
+            "removed": removed or [],
+        }
+    )
+
+
+@pytest.fixture
+def project() -> Project:
+    org = Organization.objects.create(name="Acme", slug="acme")
+    return Project.objects.create(organization=org, name="ML", slug="ml", namespace="acme-ml")
+
+
+@pytest.fixture
+def tokens() -> dict[str, str]:
+    return {n: services.issue_node_token(n) for n in ("kwok-gpu-0", "kwok-gpu-1")}
+
+
+async def _connect(node: str, token: str) -> tuple[WebsocketCommunicator, bool]:
+    comm = WebsocketCommunicator(application, "/ws/agent/", headers=_headers(node, token))
+    connected, _ = await comm.connect()
+    return comm, connected
+
+
+async def _send(comm: WebsocketCommunicator, text: str) -> dict:
+    await comm.send_to(text_data=text)
+    return json.loads(await comm.receive_from(timeout=5))
+
+
+def test_status_is_stored_and_published_to_the_project_group(project, tokens):
+    async def scenario() -> dict:
+        layer = get_channel_layer()
+        listener = await layer.new_channel()
+        await layer.group_add(f"project.{project.id}", listener)
+        comm, connected = await _connect("kwok-gpu-0", tokens["kwok-gpu-0"])
+        assert connected
+        assert await _send(comm, _status("kwok-gpu-0", 1, [_pod()])) == {"ack": 1}
+        event = await asyncio.wait_for(layer.receive(listener), timeout=5)
+        await comm.disconnect()
+        return event
+
+    event = asyncio.run(scenario())
+    assert event["type"] == "pod.status"
+    assert (event["namespace"], event["pod"], event["rejected_allocations"]) == (
+        "acme-ml",
+        "train-0",
+        1,
+    )
+    row = selectors.pod_status("acme-ml", "train-0")
+    assert row.project_id == project.id
+    assert (row.memory_limit_bytes, row.memory_used_bytes) == (8 * GIB, 7 * GIB)
+    assert row.node_name == "kwok-gpu-0"
+
+
+def test_wrong_token_is_refused_with_a_log_line(project, tokens, caplog):
+    async def scenario() -> bool:
+        _, connected = await _connect("kwok-gpu-0", tokens["kwok-gpu-1"])
+        return connected
+
+    with caplog.at_level(logging.WARNING, logger="portal.agents"):
+        assert asyncio.run(scenario()) is False
+    assert "wrong or revoked token for node 'kwok-gpu-0'" in caplog.text
+
+
+def test_bad_messages_are_refused_and_the_connection_keeps_serving(project, tokens, caplog):
+    huge = _status("kwok-gpu-0", 3, [_pod()]) + " " * MAX_MESSAGE_BYTES
+    bad = {
+        "malformed": ("{not json", "malformed JSON"),
+        "oversized": (huge, f"larger than {MAX_MESSAGE_BYTES} bytes"),
+        "wrong type": (_status("kwok-gpu-0", 4, [_pod(memory_used_bytes=-1)]), "non-negative"),
+        "unknown ns": (_status("kwok-gpu-0", 5, [_pod(ns="other")]), "not a Tranche project"),
+        "other node": (_status("kwok-gpu-0", 6, [_pod()]), "runs on node kwok-gpu-1"),
+        "other name": (_status("kwok-gpu-1", 7, [_pod()]), "token is 'kwok-gpu-0'"),
+    }
+
+    async def scenario() -> dict:
+        other, _ = await _connect("kwok-gpu-1", tokens["kwok-gpu-1"])
+        assert await _send(other, _status("kwok-gpu-1", 1, [_pod()])) == {"ack": 1}
+        comm, connected = await _connect("kwok-gpu-0", tokens["kwok-gpu-0"])
+        assert connected
+        replies = {name: await _send(comm, text) for name, (text, _) in bad.items()}
+        # Still serving this agent and the well-behaved one.
+        replies["after"] = await _send(comm, _status("kwok-gpu-0", 8, [_pod(pod="own")]))
+        replies["other after"] = await _send(other, _status("kwok-gpu-1", 2, [_pod()]))
+        await comm.disconnect()
+        await other.disconnect()
+        return replies
+
+    with caplog.at_level(logging.WARNING, logger="portal.agents"):
+        replies = asyncio.run(scenario())
+    for name, (_, reason) in bad.items():
+        assert reason in replies[name]["error"], (name, replies[name])
+        assert reason in caplog.text, name
+    assert replies["after"] == {"ack": 8}
+    assert replies["other after"] == {"ack": 2}
+    assert selectors.pod_status("acme-ml", "train-0").node_name == "kwok-gpu-1"
+
+
+def test_removed_pods_are_deleted_only_by_their_node(project, tokens):
+    async def scenario() -> None:
+        comm, _ = await _connect("kwok-gpu-0", tokens["kwok-gpu-0"])
+        await _send(comm, _status("kwok-gpu-0", 1, [_pod()]))
+        gone = [{"namespace": "acme-ml", "pod": "train-0"}]
+        assert await _send(comm, _status("kwok-gpu-0", 2, [], gone)) == {"ack": 2}
+        await comm.disconnect()
+
+    asyncio.run(scenario())
+    assert selectors.pod_status("acme-ml", "train-0") is None
+
+
+def test_token_command_writes_a_private_file_and_refuses_silent_rotation(tmp_path):
+    out = tmp_path / "node.token"
+    call_command("create_node_token", "kwok-gpu-9", "--output", str(out))
+    token = out.read_text().strip()
+    assert (out.stat().st_mode & 0o777) == 0o600
+    assert services.authenticate_node("kwok-gpu-9", token) is not None
+    with pytest.raises(Exception, match="already has a token"):
+        call_command("create_node_token", "kwok-gpu-9")
+    call_command("create_node_token", "kwok-gpu-9", "--rotate", "--output", str(out))
+    assert services.authenticate_node("kwok-gpu-9", token) is None

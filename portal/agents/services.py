@@ -92,7 +92,8 @@ def _event(project_id: int, node: str, pod: dict | None, removed: dict | None = 
 
 @transaction.atomic
 def record_status(node_name: str, msg: StatusMessage) -> list[Published]:
-    """Store the message's pods and GPUs; raise MessageRejectedError (storing nothing) for foreign pods."""
+    """Store the message's pods and GPUs; raise MessageRejectedError (storing nothing) for
+    foreign pods."""
     namespaces = {p["namespace"] for p in msg.pods} | {r["namespace"] for r in msg.removed}
     projects = dict(Project.objects.filter(namespace__in=namespaces).values_list("namespace", "id"))
     existing = {

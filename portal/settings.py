@@ -53,7 +53,6 @@ INSTALLED_APPS = [
     "portal.catalog",
     "portal.orders",
     "portal.billing",
-    "portal.agents",
 ]
 
 MIDDLEWARE = [

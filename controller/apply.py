@@ -1,0 +1,267 @@
+"""The only module that talks to the Kubernetes API: compare, server-side apply, prune, count.
+
+`Applier.sync()` is idempotent: it reads the live managed objects (one LIST per kind, selected by
+the `managed-by: tranche` label), applies only objects whose content differs from the desired
+one (a subset comparison plus a hash annotation of the desired body), and deletes labelled
+objects no longer desired. A no-op sync therefore issues reads only; every write is counted.
+Transient failures (connection errors, 429, 5xx, a terminating namespace) raise
+`TransientApiError` for the caller to retry; anything else raises `ApplyError` with the API's
+reason and message.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import urllib3
+from kubernetes import client, config
+from kubernetes.client.rest import ApiException
+
+from controller.render.spec import ANNOTATION_SPEC_HASH, LABEL_MANAGED_BY, MANAGED_BY
+
+FIELD_MANAGER = "tranche-controller"
+MANAGED_SELECTOR = f"{LABEL_MANAGED_BY}={MANAGED_BY}"
+TIMEOUT = (3, 20)  # connect, read seconds: a stopped API server must fail fast, not hang a worker
+TRANSIENT_STATUS = {0, 408, 409, 429, 500, 502, 503, 504}
+
+# (apiVersion, kind) -> (path prefix, plural, namespaced)
+KINDS: dict[tuple[str, str], tuple[str, str, bool]] = {
+    ("v1", "Namespace"): ("/api/v1", "namespaces", False),
+    ("v1", "ConfigMap"): ("/api/v1", "configmaps", True),
+    ("v1", "ResourceQuota"): ("/api/v1", "resourcequotas", True),
+    ("v1", "LimitRange"): ("/api/v1", "limitranges", True),
+    ("rbac.authorization.k8s.io/v1", "Role"): ("/apis/rbac.authorization.k8s.io/v1", "roles", True),
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"): (
+        "/apis/rbac.authorization.k8s.io/v1",
+        "rolebindings",
+        True,
+    ),
+    ("resource.k8s.io/v1", "ResourceClaimTemplate"): (
+        "/apis/resource.k8s.io/v1",
+        "resourceclaimtemplates",
+        True,
+    ),
+    ("resource.k8s.io/v1", "DeviceClass"): ("/apis/resource.k8s.io/v1", "deviceclasses", False),
+    ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy"): (
+        "/apis/admissionregistration.k8s.io/v1",
+        "validatingadmissionpolicies",
+        False,
+    ),
+    ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding"): (
+        "/apis/admissionregistration.k8s.io/v1",
+        "validatingadmissionpolicybindings",
+        False,
+    ),
+}
+NAMESPACED_MANAGED = [k for k, (_, _, ns) in KINDS.items() if ns]
+PLATFORM_KINDS = [k for k, (_, _, ns) in KINDS.items() if not ns and k[1] != "Namespace"]
+
+# Process-wide totals (all Appliers), for benchmarks and the no-op resync check.
+CALLS: Counter[str] = Counter()
+
+
+class TransientApiError(Exception):
+    """The API server could not be reached or asked us to come back later; retry."""
+
+
+class ApplyError(Exception):
+    """The API server refused an object for good (invalid, forbidden); retrying will not help."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(f"{reason}: {message}")
+        self.reason = reason
+        self.message = message
+
+
+def spec_hash(obj: dict[str, Any]) -> str:
+    """Stable hash of a desired body (without the hash annotation itself)."""
+    return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def is_subset(want: Any, live: Any) -> bool:
+    """True if every field of `want` is in `live` with an equal value (lists: same length)."""
+    if isinstance(want, dict):
+        return isinstance(live, dict) and all(
+            k in live and is_subset(v, live[k]) for k, v in want.items()
+        )
+    if isinstance(want, list):
+        return (
+            isinstance(live, list)
+            and len(want) == len(live)
+            and all(is_subset(w, x) for w, x in zip(want, live, strict=True))
+        )
+    return want == live
+
+
+def _with_hash(obj: dict[str, Any]) -> dict[str, Any]:
+    meta = dict(obj["metadata"])
+    meta["annotations"] = {**meta.get("annotations", {}), ANNOTATION_SPEC_HASH: spec_hash(obj)}
+    return {**obj, "metadata": meta}
+
+
+def is_current(desired: dict[str, Any], live: dict[str, Any] | None) -> bool:
+    """Live object already has the desired content and hash: applying would change nothing."""
+    if live is None:
+        return False
+    want = _with_hash(desired)
+    body = {k: v for k, v in want.items() if k not in ("apiVersion", "kind")}
+    return is_subset(body, live)
+
+
+def kube_api_client() -> client.ApiClient:
+    """Client from CONTROLLER_KUBECONFIG, KUBECONFIG, in-cluster config, else the devcluster."""
+    from django.conf import settings
+
+    path = getattr(settings, "CONTROLLER_KUBECONFIG", "") or os.environ.get("KUBECONFIG", "")
+    if not path and os.environ.get("KUBERNETES_SERVICE_HOST"):
+        config.load_incluster_config()
+        return client.ApiClient()
+    if not path:
+        path = str(Path(settings.BASE_DIR) / ".state" / "cluster" / "kubeconfig")
+    return config.new_client_from_config(config_file=path.split(os.pathsep)[0])
+
+
+_CLIENTS: dict[int, client.ApiClient] = {}
+
+
+def shared_api_client() -> client.ApiClient:
+    """One client per process (Celery forks workers: a pool must not cross a fork)."""
+    pid = os.getpid()
+    if pid not in _CLIENTS:
+        _CLIENTS[pid] = kube_api_client()
+    return _CLIENTS[pid]
+
+
+def _path(api_version: str, kind: str, namespace: str | None, name: str | None = None) -> str:
+    prefix, plural, namespaced = KINDS[(api_version, kind)]
+    path = prefix + (f"/namespaces/{namespace}" if namespaced else "") + f"/{plural}"
+    return path + (f"/{name}" if name else "")
+
+
+@dataclass
+class Applier:
+    """Reads, applies and prunes managed objects, counting each call by verb."""
+
+    api: client.ApiClient
+    field_manager: str = FIELD_MANAGER
+    calls: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def writes(self) -> int:
+        return sum(n for verb, n in self.calls.items() if verb in ("apply", "delete"))
+
+    def _call(self, verb: str, method: str, path: str, **kw: Any) -> dict[str, Any] | None:
+        self.calls[verb] += 1
+        CALLS[verb] += 1
+        headers = {"Accept": "application/json"}
+        if "content_type" in kw:
+            headers["Content-Type"] = kw.pop("content_type")
+        try:
+            resp = self.api.call_api(
+                path,
+                method,
+                header_params=headers,
+                query_params=kw.get("query", []),
+                body=kw.get("body"),
+                auth_settings=["BearerToken"],
+                _preload_content=False,
+                _request_timeout=TIMEOUT,
+            )
+        except ApiException as exc:
+            if exc.status == 404 and method in ("GET", "DELETE"):
+                return None
+            raise _classify(exc) from exc
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise TransientApiError(f"{method} {path}: {exc}") from exc
+        return json.loads(resp[0].data or b"null")
+
+    def get(self, api_version: str, kind: str, name: str, namespace: str | None = None):
+        """The live object or None."""
+        return self._call("get", "GET", _path(api_version, kind, namespace, name))
+
+    def list_managed(
+        self, api_version: str, kind: str, namespace: str | None = None, selector: str = ""
+    ) -> dict[str, dict[str, Any]]:
+        """Live objects of a kind carrying the managed-by label (plus `selector`), by name."""
+        sel = MANAGED_SELECTOR + (f",{selector}" if selector else "")
+        body = self._call(
+            "list", "GET", _path(api_version, kind, namespace), query=[("labelSelector", sel)]
+        )
+        return {o["metadata"]["name"]: o for o in (body or {}).get("items", [])}
+
+    def apply(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """Server-side apply with our field manager, taking over conflicting fields."""
+        meta = obj["metadata"]
+        path = _path(obj["apiVersion"], obj["kind"], meta.get("namespace"), meta["name"])
+        query = [("fieldManager", self.field_manager), ("force", "true")]
+        body = json.dumps(_with_hash(obj))
+        try:
+            return self._call(
+                "apply",
+                "PATCH",
+                path,
+                query=query,
+                body=body,
+                content_type="application/apply-patch+yaml",
+            )
+        except ApplyError as exc:
+            # Template specs are immutable: a changed product means delete and create again.
+            if obj["kind"] == "ResourceClaimTemplate" and "immutable" in exc.message:
+                self._call("delete", "DELETE", path)
+                return self._call(
+                    "apply",
+                    "PATCH",
+                    path,
+                    query=query,
+                    body=body,
+                    content_type="application/apply-patch+yaml",
+                )
+            raise
+
+    def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> None:
+        """Delete (background propagation); a missing object is not an error."""
+        self._call("delete", "DELETE", _path(api_version, kind, namespace, name))
+
+    def sync(
+        self,
+        desired: list[dict[str, Any]],
+        live: dict[tuple[str, str], dict[str, dict[str, Any]]],
+        prune: bool = True,
+    ) -> list[str]:
+        """Apply what differs from `live` (by kind, then name), prune the rest; return changes."""
+        changes: list[str] = []
+        wanted: dict[tuple[str, str], set[str]] = {k: set() for k in live}
+        for obj in desired:
+            key = (obj["apiVersion"], obj["kind"])
+            name = obj["metadata"]["name"]
+            wanted.setdefault(key, set()).add(name)
+            if not is_current(obj, live.get(key, {}).get(name)):
+                self.apply(obj)
+                changes.append(f"applied {obj['kind']}/{name}")
+        if prune:
+            for (api_version, kind), objs in live.items():
+                for name, obj in objs.items():
+                    if name not in wanted[(api_version, kind)]:
+                        ns = obj["metadata"].get("namespace")
+                        self.delete(api_version, kind, name, ns)
+                        changes.append(f"deleted {kind}/{name}")
+        return changes
+
+
+def _classify(exc: ApiException) -> Exception:
+    try:
+        status = json.loads(exc.body or "{}")
+    except ValueError:
+        status = {}
+    message = status.get("message") or exc.reason or str(exc)
+    reason = status.get("reason") or str(exc.status)
+    terminating = "being terminated" in message
+    if exc.status in TRANSIENT_STATUS or terminating:
+        return TransientApiError(f"{exc.status} {reason}: {message}")
+    return ApplyError(reason, message)

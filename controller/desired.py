@@ -1,0 +1,161 @@
+"""Read the database (the truth) into the frozen specs the renderers take.
+
+Read-only. Settings (all optional, read with defaults): CONTROLLER_POD_QUOTA,
+CONTROLLER_DEFAULT_MEMORY_REQUEST_MIB, CONTROLLER_DEFAULT_MEMORY_LIMIT_MIB,
+CONTROLLER_DEFAULT_CPU_REQUEST_MILLICORES, CONTROLLER_CANCEL_GRACE_SECONDS,
+CONTROLLER_PLATFORM_USERS.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db.models import Q
+from django.utils import timezone
+
+from controller.render.spec import Entitlement, PlanLimits, ProductSpec, ProjectSpec
+from portal.catalog.models import Product
+from portal.orders.models import Order, Subscription
+from portal.tenants.models import Project
+
+OPEN_STATES = (Order.State.PENDING, Order.State.PROVISIONING, Order.State.CANCELLING)
+
+
+def setting(name: str, default: Any) -> Any:
+    """A controller setting from django.conf.settings, else `default`."""
+    return getattr(settings, name, default)
+
+
+def cancel_grace() -> timedelta:
+    """How long a cancel waits for allocated claims before removing the class's template."""
+    return timedelta(seconds=setting("CONTROLLER_CANCEL_GRACE_SECONDS", 3600))
+
+
+def product_spec(product: Product) -> ProductSpec:
+    return ProductSpec(
+        device_class=product.device_class,
+        gpu_name=product.gpu_model.name,
+        memory_mib=product.memory_mib,
+        compute_percent=product.compute_percent,
+    )
+
+
+def platform_products() -> list[ProductSpec]:
+    """Products that need a DeviceClass: sellable ones, and any still held by a project."""
+    held = Subscription.objects.filter(quantity__gt=0).values("product_id")
+    products = Product.objects.filter(Q(sellable=True) | Q(pk__in=held)).select_related("gpu_model")
+    return [product_spec(p) for p in products]
+
+
+def platform_users() -> tuple[str, ...]:
+    """Usernames policy 4 treats as the platform (the controller's own identity in production)."""
+    return tuple(setting("CONTROLLER_PLATFORM_USERS", ()))
+
+
+@dataclass(frozen=True)
+class OpenOrder:
+    """An order the reconcile still has to finish."""
+
+    id: int
+    kind: str
+    state: str
+    device_class: str
+    quantity: int
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class ProjectState:
+    """The desired spec of a project plus what the reconcile must report back."""
+
+    spec: ProjectSpec
+    suspended: bool
+    subscribed: dict[str, int]  # class -> entitled quantity in the database
+    open_orders: tuple[OpenOrder, ...]
+    waiting_cancels: dict[str, str]  # class -> why its template is still kept
+
+
+def open_orders(project_id: int) -> tuple[OpenOrder, ...]:
+    """Open orders of a project, oldest first."""
+    rows = (
+        Order.objects.filter(project_id=project_id, state__in=OPEN_STATES)
+        .select_related("product")
+        .order_by("created_at", "id")
+    )
+    return tuple(
+        OpenOrder(o.pk, o.kind, o.state, o.product.device_class, o.quantity, o.created_at)
+        for o in rows
+    )
+
+
+def plan_limits(project: Project) -> PlanLimits:
+    return PlanLimits(
+        cpu_millicores=project.cpu_quota_millicores,
+        memory_mib=project.memory_quota_mib,
+        pods=setting("CONTROLLER_POD_QUOTA", 50),
+        default_memory_request_mib=setting("CONTROLLER_DEFAULT_MEMORY_REQUEST_MIB", 2048),
+        default_memory_limit_mib=setting("CONTROLLER_DEFAULT_MEMORY_LIMIT_MIB", 4096),
+        default_cpu_request_millicores=setting("CONTROLLER_DEFAULT_CPU_REQUEST_MILLICORES", 250),
+    )
+
+
+def load_project(
+    project_id: int,
+    allocated: dict[str, int] | None = None,
+    now: datetime | None = None,
+    products: list[ProductSpec] | None = None,
+) -> ProjectState:
+    """Desired state of a project. `allocated` (class -> claims) decides cancel grace periods.
+
+    Suspension sets every quantity to 0 (new claims refused by quota) but keeps templates and
+    entitlements, so running pods and their claims are untouched and resuming restores quotas.
+    """
+    now = now or timezone.now()
+    allocated = allocated or {}
+    project = Project.objects.select_related("organization").get(pk=project_id)
+    suspended = project.organization.is_suspended
+    subs = Subscription.objects.filter(project_id=project_id).select_related("product__gpu_model")
+    orders = open_orders(project_id)
+    first_cancel: dict[str, datetime] = {}
+    for o in orders:
+        if o.kind == Order.Kind.CANCEL:
+            first_cancel.setdefault(o.device_class, o.created_at)
+    entitlements, waiting = [], {}
+    subscribed = {}
+    for sub in sorted(subs, key=lambda s: s.product.device_class):
+        cls = sub.product.device_class
+        subscribed[cls] = sub.quantity
+        keep = sub.quantity > 0
+        if not keep and cls in first_cancel and allocated.get(cls, 0) > 0:
+            deadline = first_cancel[cls] + cancel_grace()
+            keep = now < deadline
+            if keep:
+                waiting[cls] = (
+                    f"{allocated[cls]} slice(s) of {cls} are still allocated; the claim "
+                    f"template stays until they are released or the grace period ends at "
+                    f"{deadline:%Y-%m-%d %H:%M} UTC. New claims are already refused."
+                )
+        if keep:
+            qty = 0 if suspended else sub.quantity
+            entitlements.append(Entitlement(product_spec(sub.product), qty, template=True))
+    spec = ProjectSpec(
+        project_id=project.pk,
+        namespace=project.namespace,
+        organization=project.organization.slug,
+        project=project.slug,
+        entitlements=tuple(entitlements),
+        limits=plan_limits(project),
+        all_products=tuple(products if products is not None else platform_products()),
+    )
+    return ProjectState(spec, suspended, subscribed, orders, waiting)
+
+
+def spec_key(objects: list[dict[str, Any]]) -> str:
+    """Content key of a list of rendered objects (to skip re-checking unchanged ones)."""
+    import hashlib
+    import json
+
+    return hashlib.sha256(json.dumps(objects, sort_keys=True).encode()).hexdigest()

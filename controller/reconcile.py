@@ -1,0 +1,216 @@
+"""One idempotent `reconcile_project(project_id)`: make the cluster match what the project bought.
+
+Steps, under a per-project PostgreSQL advisory lock (two workers never interleave; a killed worker's
+lock dies with its connection): read the live managed objects and, if a cancel is open, the
+project's allocated claims; build the desired objects from the database; apply what differs and
+prune what is no longer desired; then move open orders on (provisioning → active, cancel →
+cancelling/cancelled) and write their conditions, each only when it changes. Transient API errors
+propagate (the task retries; the resync repairs anything left); a permanent refusal fails the
+open orders with the API's reason and message.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from django.db import connection
+
+from controller import desired
+from controller.apply import (
+    NAMESPACED_MANAGED,
+    PLATFORM_KINDS,
+    Applier,
+    ApplyError,
+    TransientApiError,
+    shared_api_client,
+)
+from controller.render.bundle import render_platform, render_project
+from controller.render.spec import CLAIM_REQUEST_NAME
+from portal.orders import lifecycle
+from portal.orders.models import Order
+from portal.tenants.models import Project
+
+log = logging.getLogger(__name__)
+LOCK_SPACE = 0x7472  # "tr": advisory-lock key space of the controller
+LOCK_WAIT_SECONDS = 60.0
+PLATFORM_TTL_SECONDS = 30.0
+_platform_synced: dict[str, float] = {}  # platform content hash -> monotonic time of last sync
+
+
+class ProjectBusyError(TransientApiError):
+    """Another worker held the project's lock for too long; retry later."""
+
+
+@dataclass
+class ReconcileResult:
+    """What one reconcile did (for logs, tests and the benchmark)."""
+
+    project_id: int
+    changes: list[str] = field(default_factory=list)
+    calls: Counter[str] = field(default_factory=Counter)
+    orders: dict[int, str] = field(default_factory=dict)
+
+    @property
+    def writes(self) -> int:
+        return self.calls["apply"] + self.calls["delete"]
+
+
+@contextmanager
+def project_lock(project_id: int, wait: float = LOCK_WAIT_SECONDS) -> Iterator[None]:
+    """Session-level advisory lock on the project (released on exit or when the process dies)."""
+    deadline = time.monotonic() + wait
+    with connection.cursor() as cur:
+        while True:
+            cur.execute("SELECT pg_try_advisory_lock(%s, %s)", [LOCK_SPACE, project_id])
+            if cur.fetchone()[0]:
+                break
+            if time.monotonic() > deadline:
+                raise ProjectBusyError(
+                    f"project {project_id} is being reconciled by another worker"
+                )
+            time.sleep(0.05)
+    try:
+        yield
+    finally:
+        with connection.cursor() as cur:
+            cur.execute("SELECT pg_advisory_unlock(%s, %s)", [LOCK_SPACE, project_id])
+
+
+def sync_platform(applier: Applier, prune: bool = True, cached: bool = False) -> list[str]:
+    """DeviceClasses and policies. `cached` skips the reads if this process synced the same
+    content recently (per-order reconciles); the resync always checks the live objects."""
+    objects = render_platform(desired.platform_products(), desired.platform_users())
+    key = desired.spec_key(objects)
+    if cached and time.monotonic() - _platform_synced.get(key, -1e9) < PLATFORM_TTL_SECONDS:
+        return []
+    live = {k: applier.list_managed(*k) for k in PLATFORM_KINDS}
+    changes = applier.sync(objects, live, prune=prune)
+    _platform_synced[key] = time.monotonic()
+    return changes
+
+
+def _allocated_claims(applier: Applier, namespace: str) -> dict[str, int]:
+    """Allocated claims per DeviceClass in the namespace (for cancel grace decisions)."""
+    body = applier._call(
+        "list", "GET", f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims"
+    )
+    counts: Counter[str] = Counter()
+    for claim in (body or {}).get("items", []):
+        if not claim.get("status", {}).get("allocation"):
+            continue
+        for req in claim.get("spec", {}).get("devices", {}).get("requests", []):
+            if req.get("name") == CLAIM_REQUEST_NAME and "exactly" in req:
+                counts[req["exactly"].get("deviceClassName", "")] += 1
+    return dict(counts)
+
+
+def _live_project(applier: Applier, namespace: str) -> dict[tuple[str, str], dict]:
+    live = {("v1", "Namespace"): {}}
+    ns = applier.get("v1", "Namespace", namespace)
+    if ns is not None:
+        live[("v1", "Namespace")] = {namespace: ns}
+        for kind in NAMESPACED_MANAGED:
+            live[kind] = applier.list_managed(*kind, namespace=namespace)
+    return live
+
+
+def _finish_orders(state: desired.ProjectState, result: ReconcileResult) -> None:
+    """Move open orders on now that the cluster matches the database; write only changes."""
+    for order in state.open_orders:
+        cls = order.device_class
+        if order.kind in (Order.Kind.BUY, Order.Kind.RESIZE):
+            held = state.subscribed.get(cls, 0)
+            note = " (organization suspended: quota held at 0 until resumed)" * state.suspended
+            msg = f"Quota for {cls} is {held} slice(s){note}."
+            lifecycle.set_order_condition(
+                order.id, type="Provisioning", status="False", reason="Applied", message=msg
+            )
+            lifecycle.set_order_condition(
+                order.id, type="Ready", status="True", reason="QuotaApplied", message=msg
+            )
+            lifecycle.mark_order_active(order.id, msg)
+            result.orders[order.id] = Order.State.ACTIVE
+        elif cls in state.waiting_cancels:
+            msg = state.waiting_cancels[cls]
+            if order.state == Order.State.PENDING:
+                lifecycle.mark_order_cancelling(order.id)
+            lifecycle.set_order_condition(
+                order.id, type="Ready", status="False", reason="ClaimsStillAllocated", message=msg
+            )
+            result.orders[order.id] = Order.State.CANCELLING
+        else:
+            msg = f"Quota for {cls} is 0 and its claim template is removed."
+            lifecycle.set_order_condition(
+                order.id, type="Ready", status="True", reason="Cancelled", message=msg
+            )
+            lifecycle.mark_order_cancelled(order.id, msg)
+            result.orders[order.id] = Order.State.CANCELLED
+
+
+def _fail_orders(state: desired.ProjectState, exc: ApplyError) -> None:
+    message = (
+        f"Kubernetes refused the project's objects ({exc.reason}): {exc.message}. "
+        "Support has been notified; your previous quota is unchanged."
+    )
+    for order in state.open_orders:
+        lifecycle.set_order_condition(
+            order.id, type="Failed", status="True", reason=exc.reason, message=message
+        )
+        lifecycle.mark_order_failed(order.id, exc.reason, message)
+
+
+def reconcile_project(
+    project_id: int, applier: Applier | None = None, platform_cached: bool = True
+) -> ReconcileResult:
+    """Make the project's namespace match the database. Idempotent; safe to run concurrently."""
+    applier = applier or Applier(shared_api_client())
+    before = Counter(applier.calls)
+    result = ReconcileResult(project_id)
+    namespace = Project.objects.values_list("namespace", flat=True).get(pk=project_id)
+    with project_lock(project_id):
+        orders = desired.open_orders(project_id)
+        for order in orders:
+            if order.state == Order.State.PENDING and order.kind != Order.Kind.CANCEL:
+                lifecycle.mark_order_provisioning(order.id)
+                lifecycle.set_order_condition(
+                    order.id,
+                    type="Provisioning",
+                    status="True",
+                    reason="Applying",
+                    message="Applying quota.",
+                )
+        result.changes += sync_platform(applier, prune=False, cached=platform_cached)
+        live = _live_project(applier, namespace)
+        cancelling = any(o.kind == Order.Kind.CANCEL for o in orders)
+        allocated = (
+            _allocated_claims(applier, namespace)
+            if cancelling and live[("v1", "Namespace")]
+            else {}
+        )
+        state = desired.load_project(project_id, allocated)
+        try:
+            result.changes += applier.sync(render_project(state.spec), live)
+        except ApplyError as exc:
+            log.error("project %s: %s", project_id, exc)
+            _fail_orders(state, exc)
+            raise
+        _finish_orders(state, result)
+    result.calls = applier.calls - before
+    if result.changes:
+        log.info("project %s: %s", project_id, ", ".join(result.changes))
+    return result
+
+
+def resync_all(applier: Applier | None = None) -> list[ReconcileResult]:
+    """Check the platform and every project against the live cluster, one after another."""
+    applier = applier or Applier(shared_api_client())
+    sync_platform(applier, prune=True)
+    results = []
+    for pid in Project.objects.order_by("pk").values_list("pk", flat=True):
+        results.append(reconcile_project(pid, applier, platform_cached=True))
+    return results

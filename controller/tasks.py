@@ -1,0 +1,39 @@
+"""Thin Celery wrappers: ids in, idempotent reconciles out.
+
+`controller.reconcile_project` is what the portal sends on commit (by name); `controller.resync_all`
+is what beat runs. Both are `acks_late` (a killed worker's message is redelivered) and retry only
+named transient errors, with exponential backoff and jitter. A lost message costs nothing: the
+next resync reconciles every project.
+"""
+
+from __future__ import annotations
+
+from celery import shared_task
+from django.db import InterfaceError, OperationalError
+
+from controller import reconcile
+from controller.apply import TransientApiError
+
+TRANSIENT = (TransientApiError, OperationalError, InterfaceError)
+RETRY = {
+    "acks_late": True,
+    "autoretry_for": TRANSIENT,
+    "retry_backoff": 1,
+    "retry_backoff_max": 60,
+    "retry_jitter": True,
+    "max_retries": 10,
+}
+
+
+@shared_task(name="controller.reconcile_project", **RETRY)
+def reconcile_project(project_id: int) -> dict:
+    """Reconcile one project; returns a small summary for the result backend / logs."""
+    result = reconcile.reconcile_project(int(project_id))
+    return {"project": project_id, "writes": result.writes, "orders": result.orders}
+
+
+@shared_task(name="controller.resync_all", **RETRY)
+def resync_all() -> dict:
+    """Check every project against the cluster (beat); a no-op resync writes nothing."""
+    results = reconcile.resync_all()
+    return {"projects": len(results), "writes": sum(r.writes for r in results)}

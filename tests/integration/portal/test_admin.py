@@ -84,7 +84,8 @@ def test_orders_read_only_and_csv_export(world, billing, client):
     )
     client.force_login(billing)
     detail = client.get(reverse("admin:orders_order_change", args=[order.pk]))
-    assert detail.status_code == 200 and b"pending" in detail.content
+    assert detail.status_code == 200
+    assert b"pending" in detail.content
     response = client.post(
         reverse("admin:orders_order_changelist"),
         {"action": "export_csv", "_selected_action": [order.pk]},
@@ -98,4 +99,5 @@ def test_orders_read_only_and_csv_export(world, billing, client):
     )
     assert "tranche-v100-8g,2,90.00,180.00,EUR" in subs.content.decode()
     audit = client.get(reverse("admin:audit_auditlog_changelist"), {"q": "order.buy"})
-    assert audit.status_code == 200 and b"order.buy" in audit.content
+    assert audit.status_code == 200
+    assert b"order.buy" in audit.content

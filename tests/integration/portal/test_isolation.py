@@ -67,4 +67,5 @@ def test_order_of_other_project_is_404_even_for_its_org(world, order_a, client_o
 def test_oversized_and_anonymous_ids(world, client):
     assert client.get("/projects/99999999999999999999999/").status_code == 404
     response = client.get(reverse("quota", args=[world.project_a.pk]))
-    assert response.status_code == 302 and "/login/" in response["Location"]
+    assert response.status_code == 302
+    assert "/login/" in response["Location"]

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from django.urls import reverse
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from django.urls import reverse
 
 from portal.orders.models import MAX_SLICES_PER_PRODUCT, Order
 
@@ -20,7 +20,7 @@ field = st.one_of(st.none(), junk)
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(product=field, quantity=field, key=field, method=st.sampled_from(["get", "post"]))
-def test_order_form_never_500(world, client_of, product, quantity, key, method):
+def test_order_form_never_500(world, client_of, product, quantity, key, method):  # noqa: PLR0917
     client = client_of(world.owner)
     data = {
         k: v

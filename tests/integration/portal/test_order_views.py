@@ -20,7 +20,8 @@ def test_confirmation_shows_monthly_and_prorata(world, client_of):
     )
     assert response.status_code == 200
     body = response.content.decode()
-    assert "180.00 EUR per month" in body and "Charged now (pro-rata)" in body
+    assert "180.00 EUR per month" in body
+    assert "Charged now (pro-rata)" in body
     assert not Order.objects.exists()
 
 
@@ -96,4 +97,5 @@ def test_quota_page_placeholders_and_entitlement_note(world, client_of):
     client.post(_confirm_url(world), data)
     body = client.get(reverse("quota", args=[world.project_a.pk])).content.decode()
     assert "entitlement, not a reservation" in body
-    assert "not yet reported" in body and "tranche-v100-8g" in body
+    assert "not yet reported" in body
+    assert "tranche-v100-8g" in body

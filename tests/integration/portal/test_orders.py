@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
 
 import pytest
@@ -16,7 +17,7 @@ from portal.tenants.services import suspend_organization
 from tests.factories import make_world
 
 
-def _order(world, user, qty, key, product="tranche-v100-8g", project=None):
+def _order(world, user, qty, key, *, product="tranche-v100-8g", project=None):
     return place_order(
         membership=world.membership(user),
         project=project or world.project_a,
@@ -33,12 +34,14 @@ def test_buy_resize_cancel_change_subscription_and_audit(
         buy, created = _order(world, world.owner, 2, "k1")
     assert created
     assert (buy.kind, buy.state, buy.from_quantity, buy.quantity) == ("buy", "pending", 0, 2)
-    assert buy.monthly_total == 180 and buy.prorata_charge > 0
+    assert buy.monthly_total == 180
+    assert buy.prorata_charge > 0
     assert sent_reconciles == [world.project_a.pk]
     resize, _ = _order(world, world.member, 3, "k2")
     assert (resize.kind, resize.from_quantity) == ("resize", 2)
     cancel, _ = _order(world, world.member, 0, "k3")
-    assert cancel.kind == "cancel" and cancel.prorata_charge == 0
+    assert cancel.kind == "cancel"
+    assert cancel.prorata_charge == 0
     assert Subscription.objects.get(project=world.project_a).quantity == 0
     actions = list(AuditLog.objects.order_by("id").values_list("action", flat=True))
     assert actions == ["order.buy", "order.resize", "order.cancel"]
@@ -59,7 +62,7 @@ def test_outsider_cannot_order_for_another_org_project(world):
 
 def test_suspended_organization_cannot_order(world):
     suspend_organization(actor=None, organization_id=world.org_a.pk, reason="unpaid invoice")
-    with pytest.raises(OrganizationSuspendedError, match="unpaid invoice.*Contact billing"):
+    with pytest.raises(OrganizationSuspendedError, match=r"unpaid invoice.*Contact billing"):
         _order(world, world.owner, 1, "k")
 
 
@@ -94,7 +97,7 @@ def test_concurrent_resizes_end_consistent():
         try:
             barrier.wait(timeout=10)
             _order(world, world.owner, qty, f"resize-{qty}")
-        except Exception as error:  # noqa: BLE001
+        except Exception as error:
             errors.append(error)
         finally:
             connection.close()
@@ -107,9 +110,10 @@ def test_concurrent_resizes_end_consistent():
     assert errors == []
     sub = Subscription.objects.get(project=world.project_a)
     orders = list(Order.objects.filter(subscription=sub).order_by("created_at", "id"))
-    assert len(orders) == 7 and sub.version == 7
+    assert len(orders) == 7
+    assert sub.version == 7
     # The orders form one unbroken chain: each starts where the previous ended.
-    for before, after in zip(orders, orders[1:], strict=False):
+    for before, after in itertools.pairwise(orders):
         assert after.from_quantity == before.quantity
     assert sub.quantity == orders[-1].quantity
 
@@ -143,7 +147,8 @@ def test_conditions_written_only_when_changed(world):
     assert lifecycle.set_order_condition(order.pk, **{**args, "message": "still ok"})
     order.refresh_from_db()
     (cond,) = order.conditions
-    assert cond["message"] == "still ok" and cond["observedGeneration"] == 1
+    assert cond["message"] == "still ok"
+    assert cond["observedGeneration"] == 1
     assert "lastTransitionTime" in cond
 
 

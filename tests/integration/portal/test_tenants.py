@@ -24,9 +24,8 @@ def test_sign_up_view_creates_user_org_project(db, client):
     assert response.status_code == 302
     project = Project.objects.get()
     assert project.organization.name == "Carol & Co"
-    assert DNS_LABEL.match(project.namespace) and project.namespace.startswith(
-        "t-carol-co-llm-serving-"
-    )
+    assert DNS_LABEL.match(project.namespace)
+    assert project.namespace.startswith("t-carol-co-llm-serving-")
     assert Membership.objects.get().role == "owner"
 
 
@@ -43,7 +42,8 @@ def test_sign_up_rejects_bad_input(db, client):
     )
     assert response.status_code == 400
     body = response.content.decode()
-    assert "Ensure this value has at most 150 characters" in body and "Enter a valid email" in body
+    assert "Ensure this value has at most 150 characters" in body
+    assert "Enter a valid email" in body
     assert not Organization.objects.exists()
 
 

@@ -319,6 +319,9 @@ class Watcher:
             except Exception:  # the database may be restarting; keep the dirty marks next time
                 log.exception("flush failed")
             self.stop.wait(self.flush_interval)
+        from django.db import connections
+
+        connections.close_all()  # this thread's connection; Django never closes it otherwise
 
     def start(self) -> list[threading.Thread]:
         threads = [

@@ -1,0 +1,130 @@
+"""Fixtures for controller tests on the real control plane, PostgreSQL and Redis.
+
+`tenant` makes an organization, project and the V100 catalogue in the database (committed, so
+worker processes see it) and deletes the project's namespace afterwards. Orders are sent to a
+per-test Celery queue, deleted at teardown, so no stray message reaches anyone's worker.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import pytest
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from controller.apply import Applier
+
+T = TypeVar("T")
+
+
+def wait_for(check: Callable[[], T | None], timeout: float, what: str) -> T:
+    """Poll `check` until truthy; fail naming what never happened."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(0.2)
+    pytest.fail(
+        f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r})", pytrace=False
+    )
+
+
+@dataclass
+class Tenant:
+    """One organization with one project and an owner membership."""
+
+    membership: Any
+    project: Any
+    products: dict[str, Any]
+
+    @property
+    def namespace(self) -> str:
+        return self.project.namespace
+
+    def order(self, device_class: str, quantity: int) -> Any:
+        from portal.orders.services import place_order
+
+        order, _ = place_order(
+            membership=self.membership,
+            project=self.project,
+            product=self.products[device_class],
+            quantity=quantity,
+            idempotency_key=secrets.token_hex(8),
+        )
+        return order
+
+
+@pytest.fixture
+def controller_settings(settings, kube_cluster) -> Iterator[Any]:
+    """Point the controller at the test cluster and orders at a private queue."""
+    import redis
+
+    settings.CONTROLLER_KUBECONFIG = str(kube_cluster.kubeconfig)
+    settings.CELERY_TASK_DEFAULT_QUEUE = f"tranche-test-{secrets.token_hex(4)}"
+    yield settings
+    redis.Redis.from_url(settings.REDIS_URL).delete(settings.CELERY_TASK_DEFAULT_QUEUE)
+
+
+@pytest.fixture
+def applier(kube_cluster) -> Applier:
+    return Applier(kube_cluster.api_client)
+
+
+@pytest.fixture
+def make_tenant(
+    transactional_db,
+    controller_settings,
+    kube_cluster,
+) -> Iterator[Callable[[], Tenant]]:
+    from portal.catalog.seed import ensure_catalogue
+    from portal.tenants.models import Membership
+    from portal.tenants.services import sign_up
+
+    made: list[Tenant] = []
+
+    def _make() -> Tenant:
+        products = {p.device_class: p for p in ensure_catalogue()}
+        tag = secrets.token_hex(3)
+        user, org, project = sign_up(
+            username=f"owner-{tag}",
+            email=f"o{tag}@example.test",
+            password="x-Pass-1234567",
+            organization_name=f"org {tag}",
+            project_name="ml",
+        )
+        membership = Membership.objects.get(user=user, organization=org)
+        tenant = Tenant(membership, project, products)
+        made.append(tenant)
+        return tenant
+
+    yield _make
+    core = client.CoreV1Api(kube_cluster.api_client)
+    for tenant in made:
+        try:
+            core.delete_namespace(tenant.namespace, propagation_policy="Background")
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
+
+@pytest.fixture
+def tenant(make_tenant: Callable[[], Tenant]) -> Tenant:
+    return make_tenant()
+
+
+def impersonating(kube_cluster, user: str, groups: list[str]) -> client.ApiClient:
+    """An ApiClient acting as `user` in `groups` (the admin may impersonate)."""
+    from kubernetes import config
+
+    api = config.new_client_from_config(str(kube_cluster.kubeconfig))
+    api.default_headers["Impersonate-User"] = user
+    # the client sends one header value; groups beyond the first are rarely needed in tests
+    api.default_headers["Impersonate-Group"] = groups[0]
+    return api

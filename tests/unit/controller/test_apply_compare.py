@@ -1,0 +1,74 @@
+"""The write-if-changed comparison and the watcher's folding of events, without a cluster."""
+
+from __future__ import annotations
+
+from controller.apply import _with_hash, is_current, is_subset
+from controller.watch import ClusterState
+
+
+def _quota(hard: dict) -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": "q", "namespace": "n", "labels": {"a": "b"}},
+        "spec": {"hard": hard},
+    }
+
+
+def _live(desired: dict, **extra_meta) -> dict:
+    body = _with_hash(desired)
+    live = {k: v for k, v in body.items() if k not in ("apiVersion", "kind")}
+    live["metadata"] = {**live["metadata"], "resourceVersion": "7", **extra_meta}
+    live["status"] = {"used": {"pods": "0"}}
+    return live
+
+
+def test_server_added_fields_do_not_count_as_drift() -> None:
+    want = _quota({"pods": "5"})
+    assert is_current(want, _live(want, uid="u"))
+
+
+def test_hand_edits_and_desired_changes_are_drift() -> None:
+    want = _quota({"pods": "5"})
+    edited = _live(want)
+    edited["spec"] = {"hard": {"pods": "50"}}
+    assert not is_current(want, edited)
+    # a key removed from the desired object changes the hash even though it is still a subset
+    assert not is_current(_quota({}), _live(want))
+    assert not is_current(want, None)
+
+
+def test_lists_must_match_in_length() -> None:
+    assert not is_subset([1], [1, 2])
+    assert is_subset([{"a": 1}], [{"a": 1, "b": 2}])
+
+
+def test_watcher_counts_allocated_and_pending_per_class() -> None:
+    state = ClusterState()
+    claim = {
+        "metadata": {"namespace": "n", "name": "c1"},
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "k"}}]}},
+    }
+    state.apply("claims", "ADDED", claim)
+    state.apply(
+        "claims",
+        "ADDED",
+        {
+            **claim,
+            "metadata": {"namespace": "n", "name": "c2"},
+            "status": {"allocation": {"devices": {}}},
+        },
+    )
+    pod = {
+        "metadata": {"namespace": "n", "name": "p"},
+        "spec": {"resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "k"}]},
+        "status": {
+            "phase": "Pending",
+            "conditions": [{"type": "PodScheduled", "status": "False", "message": "no device"}],
+        },
+    }
+    state.apply("pods", "ADDED", pod)
+    assert state.usage("n") == {"k": (1, 2, "no device")}
+    state.apply("claims", "DELETED", claim)
+    state.apply("pods", "DELETED", pod)
+    assert state.usage("n") == {"k": (1, 0, "")}

@@ -41,7 +41,7 @@ class PreparedClaim:
     config_path: str
     cdi_path: str
     region_dir: str
-    pods: tuple[str, ...] = field(default=())  # "namespace/name" from the claim's reservedFor
+    pods: tuple[str, ...] = field(default=())  # "namespace/name/uid" from reservedFor
 
 
 class Checkpoint:

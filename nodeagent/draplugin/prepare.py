@@ -206,7 +206,9 @@ class Preparer:
                 cdi_path=str(path),
                 region_dir=str(region),
                 pods=tuple(
-                    f"{namespace}/{r['name']}" for r in reserved if r.get("resource") == "pods"
+                    f"{namespace}/{r['name']}/{r.get('uid', '')}"
+                    for r in reserved
+                    if r.get("resource") == "pods"
                 ),
             )
             self.checkpoint.put(prepared)  # last: a crash before this re-prepares cleanly

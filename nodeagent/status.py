@@ -12,77 +12,16 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import mmap
 import os
 import signal
-import struct
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
+from nodeagent import region
 from nodeagent.checkpoint import Checkpoint, PreparedClaim
 from nodeagent.discovery import GpuInfo
 
 log = logging.getLogger(__name__)
-
-# Layout of nodeagent/native/src/region.h (tr_region_t v1). Read here only until issue 4's
-# nodeagent/region.py lands; `_region_module()` prefers it when present.
-MAGIC, HEADER, DEVICE_OFF, DEVICE_SIZE, SLOT_OFF, SLOT_SIZE = 0x47525254, 11360, 96, 128, 2144, 144
-REGION_FILE = "region.bin"
-
-
-@dataclass(frozen=True)
-class DeviceUsage:
-    uuid: str
-    memory_limit: int
-    memory_used: int
-    rejected: int
-    compute_percent: int
-    compute_used_ns: int
-    throttled_ns: int
-
-
-@dataclass(frozen=True)
-class RegionReading:
-    devices: tuple[DeviceUsage, ...]
-    pids: tuple[int, ...]
-
-
-def _region_module():
-    try:
-        from nodeagent import region  # type: ignore[attr-defined]  (issue 4)
-    except ImportError:
-        return None
-    return region
-
-
-def read_region(region_dir: Path) -> RegionReading | None:
-    """One consistent-enough reading (atomics read one by one; figures are monitoring)."""
-    path = region_dir / REGION_FILE
-    if not path.exists():
-        return None  # no process of the container has touched the GPU yet
-    with open(path, "rb") as f:
-        if os.fstat(f.fileno()).st_size < HEADER:
-            return None
-        with mmap.mmap(f.fileno(), HEADER, access=mmap.ACCESS_READ) as m:
-            magic, major, _minor, _hs, ndev, nslots = struct.unpack_from("<IHHIII", m, 0)
-            if magic != MAGIC or major != 1:
-                log.warning("%s: not a v1 region (magic %#x major %d)", path, magic, major)
-                return None
-            devices = []
-            for i in range(min(ndev, 16)):
-                off = DEVICE_OFF + i * DEVICE_SIZE
-                uuid = m[off : off + 48].split(b"\0", 1)[0].decode()
-                limit, used, rejected, _peak = struct.unpack_from("<QQQQ", m, off + 48)
-                (percent,) = struct.unpack_from("<I", m, off + 80)
-                c_used, throttled = struct.unpack_from("<QQ", m, off + 104)
-                devices.append(DeviceUsage(uuid, limit, used, rejected, percent, c_used, throttled))
-            pids = tuple(
-                p
-                for s in range(min(nslots, 64))
-                if (p := struct.unpack_from("<I", m, SLOT_OFF + s * SLOT_SIZE)[0])
-            )
-    return RegionReading(tuple(devices), pids)
 
 
 @dataclass
@@ -97,15 +36,20 @@ class Collector:
     kill_offenders: bool = False
     _prev: dict[str, tuple[float, int]] = field(default_factory=dict)
 
-    def _reclaim(self, claim: PreparedClaim) -> None:
-        region = _region_module()
-        if region is not None and hasattr(region, "reclaim_dead"):
-            try:
-                region.reclaim_dead(claim.region_dir)
-            except Exception:
-                log.exception("reclaiming dead slots of claim %s failed", claim.uid)
+    def _read(self, claim: PreparedClaim) -> region.RegionSnapshot | None:
+        """Reclaim dead processes' slots, then snapshot; None before the first GPU call."""
+        if not region.region_path(claim.region_dir).exists():
+            return None
+        try:
+            freed = region.reclaim_dead(claim.region_dir)
+            if freed:
+                log.info("claim %s: reclaimed %d bytes of dead processes", claim.uid, freed)
+            return region.read_region(claim.region_dir)
+        except region.RegionError as exc:
+            log.warning("claim %s: %s", claim.uid, exc)
+            return None
 
-    def _cross_check(self, claim: PreparedClaim, reading: RegionReading) -> list[str]:
+    def _cross_check(self, claim: PreparedClaim, reading: region.RegionSnapshot) -> list[str]:
         """NVML's view per process vs the slice cap; returns findings (and stops offenders)."""
         if self.nvml_process_memory is None:
             return []
@@ -113,7 +57,8 @@ class Collector:
         limits = {d.uuid: d.memory_bytes for d in claim.devices}
         for uuid, limit in limits.items():
             per_pid = self.nvml_process_memory(uuid)
-            held = {pid: b for pid, b in per_pid.items() if pid in reading.pids}
+            pids = {s.pid for s in reading.live_slots()}
+            held = {pid: b for pid, b in per_pid.items() if pid in pids}
             if sum(held.values()) > limit + self.tolerance_bytes:
                 worst = max(held, key=held.get)
                 findings.append(
@@ -133,9 +78,9 @@ class Collector:
         pods: dict[tuple[str, str], dict] = {}
         used_per_gpu: dict[str, int] = {}
         for claim in self.checkpoint.all():
-            self._reclaim(claim)
-            reading = read_region(Path(claim.region_dir))
-            self._cross_check(claim, reading) if reading else None
+            reading = self._read(claim)
+            if reading:
+                self._cross_check(claim, reading)
             by_uuid = {d.uuid: d for d in reading.devices} if reading else {}
             for dev in claim.devices:
                 usage = by_uuid.get(dev.uuid)
@@ -155,11 +100,11 @@ class Collector:
                         "gpu_uuid": dev.uuid,
                         "memory_limit_bytes": dev.memory_bytes,
                         "memory_used_bytes": used,
-                        "rejected_allocations": usage.rejected if usage else 0,
+                        "rejected_allocations": usage.rejected_allocations if usage else 0,
                         "compute_target_percent": dev.compute_percent,
                         "compute_used_percent": round(max(0.0, share), 2),
                         "throttled_seconds": round((usage.throttled_ns if usage else 0) / 1e9, 3),
-                        "processes": len(reading.pids) if reading else 0,
+                        "processes": len(reading.live_slots()) if reading else 0,
                     }
         gpus = [
             {

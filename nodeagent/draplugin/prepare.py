@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from nodeagent import cdi
+from nodeagent import cdi, sliceconfig
 from nodeagent.checkpoint import Checkpoint, PreparedClaim, PreparedDevice
 from nodeagent.discovery import GpuInfo
 from nodeagent.slices import DRIVER
@@ -80,21 +80,14 @@ def _quantity(value: object, what: str) -> int:
         raise PrepareError(f"consumed capacity {what}={value!r} is not a quantity") from exc
 
 
-def render_slice_config(uid: str, devices: list[PreparedDevice]) -> str:
-    """The slice config the core reads (format of nodeagent/native/src/config.c)."""
-    try:  # issue 4's writer is the reference when present
-        from nodeagent import sliceconfig  # type: ignore[attr-defined]
-
-        return sliceconfig.render(uid, devices)  # type: ignore[attr-defined]
-    except (ImportError, AttributeError):
-        lines = ["version = 1", f"claim = {uid}"]
-        for i, d in enumerate(devices):
-            lines += [
-                f"device.{i}.uuid = {d.uuid}",
-                f"device.{i}.memory_bytes = {d.memory_bytes}",
-                f"device.{i}.compute_percent = {d.compute_percent}",
-            ]
-        return "\n".join(lines) + "\n"
+def slice_config_of(uid: str, devices: list[PreparedDevice]) -> sliceconfig.SliceConfig:
+    """The limits the core enforces; SliceConfig validates them as strictly as the core."""
+    return sliceconfig.SliceConfig(
+        claim=uid,
+        devices=tuple(
+            sliceconfig.DeviceSlice(d.uuid, d.memory_bytes, d.compute_percent) for d in devices
+        ),
+    )
 
 
 def _write_root_readonly(path: Path, text: str) -> None:
@@ -174,7 +167,11 @@ class Preparer:
             if not lay.preload_file.exists():
                 _write_root_readonly(lay.preload_file, cdi.preload_line())
             config = lay.config_file(uid)
-            _write_root_readonly(config, render_slice_config(uid, devices))
+            try:
+                text = sliceconfig.render(slice_config_of(uid, devices))
+            except sliceconfig.SliceConfigError as exc:
+                raise PrepareError(f"claim {namespace}/{name}: {exc}") from exc
+            _write_root_readonly(config, text)
             region = lay.region_dir(uid)
             region.mkdir(parents=True, exist_ok=True)
             spec = cdi.render_cdi_spec(

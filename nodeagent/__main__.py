@@ -1,0 +1,65 @@
+"""`python -m nodeagent run --node NAME [--portal ws://…/ws/agent/ --token-file F]
+[--kubeconfig K] [--simulate]`: one node agent. See `nodeagent.agent`."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+from pathlib import Path
+
+from nodeagent.agent import CORE_LIB, Options, run
+
+
+def parse(argv: list[str] | None = None) -> Options:
+    p = argparse.ArgumentParser(prog="python -m nodeagent")
+    sub = p.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("run", help="run the agent for one node")
+    r.add_argument("--node", required=True, help="Kubernetes node name (= DRA pool name)")
+    r.add_argument("--portal", help="websocket URL, e.g. ws://127.0.0.1:8000/ws/agent/")
+    r.add_argument("--token-file", type=Path, help="file holding this node's portal token")
+    r.add_argument("--kubeconfig", type=Path, help="default: in-cluster / $KUBECONFIG")
+    r.add_argument("--simulate", action="store_true", help="kwok node: simgpu + kubelet-lite")
+    r.add_argument("--state-dir", type=Path, help="default /var/lib/tranche/<node>")
+    r.add_argument("--kubelet-dir", type=Path, help="default /var/lib/kubelet")
+    r.add_argument("--cdi-dir", type=Path, help="default /var/run/cdi")
+    r.add_argument("--core-lib", type=Path, default=CORE_LIB)
+    r.add_argument("--sim-gpus", type=int, default=4)
+    r.add_argument("--sim-model", default="Tesla V100-PCIE-32GB")
+    r.add_argument("--metrics-port", type=int, default=0, help="0: no /metrics endpoint")
+    r.add_argument("--interval", type=float, default=1.0, help="status period in seconds")
+    r.add_argument("--no-backstop", dest="backstop", action="store_false",
+                   help="report, but do not stop, processes over their memory cap")  # fmt: skip
+    r.add_argument("--tolerance-mib", type=int, default=256)
+    a = p.parse_args(argv)
+    state = a.state_dir or Path("/var/lib/tranche") / a.node
+    return Options(
+        node=a.node,
+        portal=a.portal,
+        token_file=a.token_file,
+        kubeconfig=a.kubeconfig,
+        simulate=a.simulate,
+        state_dir=state,
+        kubelet_dir=a.kubelet_dir or Path("/var/lib/kubelet"),
+        cdi_dir=a.cdi_dir or Path("/var/run/cdi"),
+        core_lib=a.core_lib,
+        sim_gpus=a.sim_gpus,
+        sim_model=a.sim_model,
+        metrics_port=a.metrics_port,
+        interval=a.interval,
+        backstop=a.backstop,
+        tolerance_mib=a.tolerance_mib,
+    )
+
+
+def main() -> None:
+    logging.basicConfig(
+        level=os.environ.get("TRANCHE_LOG_LEVEL", "INFO"),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    asyncio.run(run(parse()))
+
+
+if __name__ == "__main__":
+    main()

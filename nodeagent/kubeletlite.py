@@ -1,0 +1,261 @@
+"""Simulation mode ("kubelet-lite") for a kwok node: plays the kubelet's part for GPU pods.
+
+kwok marks pods Running but runs nothing. For each pod bound to our node whose claims are
+allocated and reserved for it, kubelet-lite calls our own DRA plugin over its unix socket
+exactly as the kubelet would, reads the CDI specs it named, and starts the pod's workload as a
+local process with the CDI edits applied: the spec's environment, and its mounts bound for real
+in a private mount namespace (`unshare --mount`), so the core is loaded through the mounted
+/etc/ld.so.preload and reads its read-only config at the in-container path. When the pod goes
+away the process is stopped and the claims unprepared. Level-triggered: every `sync()`
+compares the pods the API server has with the processes we run.
+
+Pod annotations choose the workload: tranche.dev/workload-memory-gib (default 1),
+tranche.dev/workload-duty (0..1, default 0.5), tranche.dev/workload-seconds (default 0: forever).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shlex
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import grpc
+
+from nodeagent.cdi import CDI_KIND, spec_path
+from nodeagent.draplugin.gen.dra.v1 import api_pb2 as v1
+from nodeagent.draplugin.gen.dra.v1 import api_pb2_grpc as v1_grpc
+
+log = logging.getLogger(__name__)
+ANNOTATION = "tranche.dev/workload-"
+
+
+@dataclass
+class RunningPod:
+    uid: str
+    namespace: str
+    name: str
+    claims: list[tuple[str, str]]  # (claim name, claim uid)
+    process: subprocess.Popen | None = None
+    log_path: Path | None = None
+    env: dict[str, str] = field(default_factory=dict)
+
+
+def apply_cdi(spec: dict, device_names: list[str]) -> tuple[dict[str, str], list[dict]]:
+    """Environment and mounts a runtime would apply for these devices of the spec."""
+    env: dict[str, str] = {}
+    mounts: list[dict] = []
+    edits = [spec.get("containerEdits", {})] + [
+        d.get("containerEdits", {}) for d in spec["devices"] if d["name"] in device_names
+    ]
+    for e in edits:
+        for item in e.get("env", []):
+            k, _, v = item.partition("=")
+            env[k] = v
+        mounts += e.get("mounts", [])
+    return env, mounts
+
+
+def launch_script(mounts: list[dict], command: list[str]) -> str:
+    """Shell run inside `unshare --mount`: bind each mount (preload last, so nothing before the
+    workload loads the core), then exec the workload."""
+    lines = ["set -e", "mount --make-rprivate /"]
+    ordered = sorted(mounts, key=lambda m: m["containerPath"] == "/etc/ld.so.preload")
+    for m in ordered:
+        host, target = shlex.quote(m["hostPath"]), shlex.quote(m["containerPath"])
+        is_dir = Path(m["hostPath"]).is_dir()
+        # Mount points must exist; they are created empty on the host (an empty
+        # /etc/ld.so.preload preloads nothing), and only the private namespace sees the content.
+        lines.append(
+            f"mkdir -p {target}"
+            if is_dir
+            else f"mkdir -p $(dirname {target}) && [ -e {target} ] || : > {target}"
+        )
+        lines.append(f"mount --bind {host} {target}")
+        if "ro" in m.get("options", []):
+            lines.append(f"mount -o remount,bind,ro {target}")
+    lines.append("exec " + " ".join(shlex.quote(c) for c in command))
+    return "\n".join(lines)
+
+
+class KubeletLite:
+    """Runs GPU pods of one kwok node as local processes on the simulated GPU."""
+
+    def __init__(
+        self,
+        api_client,
+        node: str,
+        *,
+        plugin_socket: Path,
+        cdi_dir: Path,
+        sim_env: dict[str, str],
+        log_dir: Path,
+    ) -> None:
+        from kubernetes import client
+
+        self.core = client.CoreV1Api(api_client)
+        self.resource = client.ResourceV1Api(api_client)
+        self.node = node
+        self.plugin_socket = plugin_socket
+        self.cdi_dir = cdi_dir
+        self.sim_env = sim_env
+        self.log_dir = log_dir
+        self.pods: dict[str, RunningPod] = {}
+
+    def _json(self, resp) -> dict:
+        return json.loads(resp.data)
+
+    def _claims_of(self, pod: dict) -> list[tuple[str, str]] | None:
+        """(name, uid) of each claim, or None while any is not yet allocated/reserved."""
+        ns = pod["metadata"]["namespace"]
+        statuses = {
+            s["name"]: s.get("resourceClaimName")
+            for s in pod["status"].get("resourceClaimStatuses", [])
+        }
+        out = []
+        for ref in pod["spec"].get("resourceClaims", []):
+            name = ref.get("resourceClaimName") or statuses.get(ref["name"])
+            if not name:
+                return None
+            claim = self._json(
+                self.resource.read_namespaced_resource_claim(name, ns, _preload_content=False)
+            )
+            status = claim.get("status", {})
+            reserved = {r.get("uid") for r in status.get("reservedFor", [])}
+            if not status.get("allocation") or pod["metadata"]["uid"] not in reserved:
+                return None
+            out.append((name, claim["metadata"]["uid"]))
+        return out
+
+    def register(self, registry_socket: Path) -> None:
+        """The plugin watcher's handshake: GetInfo, then NotifyRegistrationStatus."""
+        from nodeagent.draplugin.gen.pluginregistration.v1 import api_pb2 as reg
+        from nodeagent.draplugin.gen.pluginregistration.v1 import api_pb2_grpc as reg_grpc
+
+        with grpc.insecure_channel(f"unix://{registry_socket}") as ch:
+            stub = reg_grpc.RegistrationStub(ch)
+            info = stub.GetInfo(reg.InfoRequest(), timeout=5)
+            ok = info.type == "DRAPlugin" and "v1.DRAPlugin" in info.supported_versions
+            self.plugin_socket = Path(info.endpoint)
+            stub.NotifyRegistrationStatus(
+                reg.RegistrationStatus(
+                    plugin_registered=ok, error="" if ok else "v1.DRAPlugin not offered"
+                ),
+                timeout=5,
+            )
+
+    def _rpc(self) -> v1_grpc.DRAPluginStub:
+        channel = grpc.insecure_channel(f"unix://{self.plugin_socket}")
+        return v1_grpc.DRAPluginStub(channel)
+
+    def _start(self, pod: dict, claims: list[tuple[str, str]]) -> RunningPod:
+        meta = pod["metadata"]
+        ns = meta["namespace"]
+        running = RunningPod(meta["uid"], ns, meta["name"], claims)
+        resp = self._rpc().NodePrepareResources(
+            v1.NodePrepareResourcesRequest(
+                claims=[v1.Claim(namespace=ns, name=n, uid=u) for n, u in claims]
+            ),
+            timeout=10,
+        )
+        env = dict(self.sim_env)
+        mounts: list[dict] = []
+        for _, uid in claims:
+            result = resp.claims[uid]
+            if result.error:
+                raise RuntimeError(f"prepare of claim {uid} failed: {result.error}")
+            spec = json.loads(spec_path(self.cdi_dir, uid).read_text())
+            names = [
+                i.split("=", 1)[1]
+                for d in result.devices
+                for i in d.cdi_device_ids
+                if i.startswith(CDI_KIND + "=")
+            ]
+            e, m = apply_cdi(spec, names)
+            env.update(e)
+            mounts += m
+        ann = meta.get("annotations") or {}
+        command = [
+            sys.executable, "-m", "nodeagent.workload",
+            "--memory-gib", ann.get(ANNOTATION + "memory-gib", "1"),
+            "--duty", ann.get(ANNOTATION + "duty", "0.5"),
+            "--seconds", ann.get(ANNOTATION + "seconds", "0"),
+        ]  # fmt: skip
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        running.log_path = self.log_dir / f"{ns}_{meta['name']}_{meta['uid']}.log"
+        out = open(running.log_path, "ab")  # noqa: SIM115  (owned by the child process)
+        running.env = env
+        running.process = subprocess.Popen(
+            ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+             launch_script(mounts, command)],
+            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+                 "PYTHONPATH": str(Path(__file__).resolve().parent.parent), **env},
+            stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+        out.close()
+        log.info("started workload of pod %s/%s (pid %d)", ns, meta["name"], running.process.pid)
+        return running
+
+    def _stop(self, running: RunningPod) -> None:
+        p = running.process
+        if p is not None and p.poll() is None:
+            os.killpg(p.pid, signal.SIGTERM)
+            try:
+                p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+        self._rpc().NodeUnprepareResources(
+            v1.NodeUnprepareResourcesRequest(
+                claims=[
+                    v1.Claim(namespace=running.namespace, name=n, uid=u) for n, u in running.claims
+                ]
+            ),
+            timeout=10,
+        )
+        log.info("stopped pod %s/%s and unprepared its claims", running.namespace, running.name)
+
+    def sync(self) -> None:
+        """One level-triggered pass: start what should run, stop what should not."""
+        pods = self._json(
+            self.core.list_pod_for_all_namespaces(
+                field_selector=f"spec.nodeName={self.node}", _preload_content=False
+            )
+        )["items"]
+        wanted = {}
+        for pod in pods:
+            meta = pod["metadata"]
+            if meta.get("deletionTimestamp") or pod["status"].get("phase") in (
+                "Succeeded",
+                "Failed",
+            ):
+                continue
+            if not pod["spec"].get("resourceClaims"):
+                continue
+            wanted[meta["uid"]] = pod
+        for uid in list(self.pods):
+            if uid not in wanted:
+                self._stop(self.pods.pop(uid))
+        for uid, pod in wanted.items():
+            if uid in self.pods:
+                continue
+            try:
+                claims = self._claims_of(pod)
+                if claims is not None:
+                    self.pods[uid] = self._start(pod, claims)
+            except Exception as exc:
+                log.warning(
+                    "pod %s/%s not started yet: %s",
+                    pod["metadata"]["namespace"],
+                    pod["metadata"]["name"],
+                    exc,
+                )
+
+    def stop_all(self) -> None:
+        for uid in list(self.pods):
+            self._stop(self.pods.pop(uid))

@@ -57,7 +57,7 @@ class Collector:
         limits = {d.uuid: d.memory_bytes for d in claim.devices}
         for uuid, limit in limits.items():
             per_pid = self.nvml_process_memory(uuid)
-            pids = {s.pid for s in reading.live_slots()}
+            pids = {s.pid for s in reading.live_slots}
             held = {pid: b for pid, b in per_pid.items() if pid in pids}
             if sum(held.values()) > limit + self.tolerance_bytes:
                 worst = max(held, key=held.get)
@@ -104,7 +104,7 @@ class Collector:
                         "compute_target_percent": dev.compute_percent,
                         "compute_used_percent": round(max(0.0, share), 2),
                         "throttled_seconds": round((usage.throttled_ns if usage else 0) / 1e9, 3),
-                        "processes": len(reading.live_slots()) if reading else 0,
+                        "processes": len(reading.live_slots) if reading else 0,
                     }
         gpus = [
             {

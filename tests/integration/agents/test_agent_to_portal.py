@@ -1,0 +1,171 @@
+"""Agent to portal without Kubernetes: a claim prepared by the plugin, its workload run under
+the real interception core on simgpu with the CDI edits applied (mounted /etc/ld.so.preload in
+a private mount namespace), the agent's collector and status stream, and the portal served by a
+real daphne on a free port with Redis and PostgreSQL. The workload asks for 10 GiB on an 8 GiB
+slice; the portal must show the 8 GiB limit, the used memory and the rejection within 3 s."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+from django.db import connection
+
+from nodeagent import cdi
+from nodeagent.draplugin.prepare import Layout, Preparer
+from nodeagent.kubeletlite import apply_cdi, launch_script
+from nodeagent.status import Collector
+from nodeagent.stream import StatusStream
+from portal.agents import selectors, services
+from portal.tenants.models import Organization, Project
+from tests.unit.nodeagent.conftest import NODE, allocated_claim, v100
+
+REPO = Path(__file__).resolve().parents[3]
+BUILD = REPO / "nodeagent" / "native" / "build"
+GIB = 1024**3
+UID = "e2e0c1a1-0000-4000-8000-000000000001"
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.skipif(
+        not (BUILD / "libtranche.so").exists() or shutil.which("unshare") is None,
+        reason="needs `make -C nodeagent/native` (libtranche.so, simgpu) and unshare(1)",
+    ),
+]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _pod_row():
+    """Read from a worker thread, then close that thread's connection (it would otherwise
+    outlive the test and block dropping the test database)."""
+    from django.db import connections
+
+    try:
+        return selectors.pod_status("acme-ml", "pod-a")
+    finally:
+        connections.close_all()
+
+
+def _wait(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+@pytest.fixture
+def portal_url():
+    port = _free_port()
+    env = dict(os.environ, TRANCHE_DEBUG="1", TRANCHE_DB_NAME=connection.settings_dict["NAME"])
+    env["TRANCHE_DB_CONN_MAX_AGE"] = "0"
+    proc = subprocess.Popen(
+        [str(Path(sys.executable).parent / "daphne"), "-b", "127.0.0.1", "-p", str(port),
+         "portal.asgi:application"],
+        cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+
+    def up() -> bool:
+        with socket.socket() as s:
+            return s.connect_ex(("127.0.0.1", port)) == 0
+
+    try:
+        _wait(up, 30, f"daphne on port {port}")
+        yield f"ws://127.0.0.1:{port}/ws/agent/"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+@pytest.fixture
+def sim(tmp_path):
+    gpu = v100(1)
+    conf = tmp_path / "simgpu.conf"
+    conf.write_text(f'device name="{gpu.name}" memory_mib=32768 uuid={v100(0).uuid}\n'
+                    f'device name="{gpu.name}" memory_mib=32768 uuid={gpu.uuid}\n')  # fmt: skip
+    return {
+        "SIMGPU_CONFIG": str(conf),
+        "SIMGPU_STATE": str(tmp_path / "simgpu.state"),
+        "LD_LIBRARY_PATH": str(BUILD / "simgpu"),
+    }
+
+
+def test_rejected_allocation_reaches_the_portal_within_3s(portal_url, sim, tmp_path):
+    org = Organization.objects.create(name="Acme", slug="acme")
+    Project.objects.create(organization=org, name="ML", slug="ml", namespace="acme-ml")
+    token = services.issue_node_token(NODE)
+    state = Path(tempfile.mkdtemp(prefix="tr-e2e-"))
+    layout = Layout(state, state / "cdi", BUILD / "libtranche.so", simulate=True)
+    claims = {("acme-ml", "pod-a-gpu-x7k2"): allocated_claim(UID)}
+    preparer = Preparer(NODE, [v100(0), v100(1)], layout, lambda ns, n: claims[(ns, n)])
+    prepared = preparer.prepare("acme-ml", "pod-a-gpu-x7k2", UID)
+    spec = json.loads(cdi.spec_path(layout.cdi_dir, UID).read_text())
+    env, mounts = apply_cdi(spec, [d.cdi_id.split("=", 1)[1] for d in prepared.devices])
+    script = launch_script(
+        mounts,
+        [sys.executable, "-m", "nodeagent.workload", "--memory-gib", "10", "--seconds", "20"],
+    )
+    workload = subprocess.Popen(
+        ["unshare", "--mount", "--propagation", "private", "sh", "-c", script],
+        env={"PATH": os.environ["PATH"], "PYTHONPATH": str(REPO), **sim, **env},
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+    )  # fmt: skip
+    events: list[dict] = []
+    oom_at = None
+    try:
+        for line in workload.stdout:
+            events.append(json.loads(line) if line.startswith("{") else {"raw": line})
+            if events[-1].get("result") == "CUDA_ERROR_OUT_OF_MEMORY":
+                oom_at = time.monotonic()
+            if events[-1].get("event") == "running" or "raw" in events[-1]:
+                break
+        assert oom_at, f"the core never refused an allocation: {events}"
+
+        collector = Collector(NODE, preparer.checkpoint, [v100(0), v100(1)])
+        stream = StatusStream(portal_url, NODE, token)
+
+        async def agent() -> float:
+            stop = asyncio.Event()
+            runner = asyncio.create_task(stream.run(stop))
+            try:
+                deadline = time.monotonic() + 3
+                while time.monotonic() < deadline:
+                    gpus, pods = collector.collect()
+                    stream.offer(gpus, pods)
+                    row = await asyncio.to_thread(_pod_row)
+                    if row and row.rejected_allocations >= 1:
+                        return time.monotonic() - oom_at
+                    await asyncio.sleep(0.2)
+                raise AssertionError(f"portal state after 3 s: {row and row.__dict__}")
+            finally:
+                stop.set()
+                await runner
+
+        latency = asyncio.run(agent())
+    finally:
+        os.killpg(workload.pid, 15)
+        workload.wait(timeout=10)
+        preparer.unprepare(UID)
+        shutil.rmtree(state, ignore_errors=True)
+    row = selectors.pod_status("acme-ml", "pod-a")
+    assert row.memory_limit_bytes == 8 * GIB
+    assert 6 * GIB < row.memory_used_bytes <= 8 * GIB
+    assert row.rejected_allocations == 1
+    assert row.compute_target_percent == 25
+    assert latency < 3, latency
+    print(f"rejection to portal state: {latency:.2f}s")  # noqa: T201

@@ -170,9 +170,22 @@ SIM_API nvmlReturn_t nvmlDeviceGetNumGpuCores(nvmlDevice_t h, unsigned int *n) {
 
 SIM_API nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t h, unsigned int *n,
                                                              nvmlProcessInfo_t *infos) {
-    (void)infos;
     NEED_INIT();
     DEV_OF(h);
-    *n = 0; /* the simulation does not attribute memory to pids */
-    return NVML_SUCCESS;
+    if (!n) return NVML_ERROR_INVALID_ARGUMENT;
+    unsigned found = 0;
+    for (int i = 0; i < SIM_MAX_SLOTS; i++) {
+        uint32_t pid = atomic_load(&sim_state->slots[i].pid);
+        uint64_t used = atomic_load(&sim_state->slots[i].used[idx]);
+        if (!pid || !used) continue;
+        if (infos && found < *n)
+            infos[found] = (nvmlProcessInfo_t){.pid = pid, .usedGpuMemory = used,
+                                               .gpuInstanceId = 0xFFFFFFFFu,
+                                               .computeInstanceId = 0xFFFFFFFFu};
+        found++;
+    }
+    nvmlReturn_t r = (infos && found <= *n) || found == 0 ? NVML_SUCCESS
+                                                          : NVML_ERROR_INSUFFICIENT_SIZE;
+    *n = found;
+    return r;
 }

@@ -19,22 +19,6 @@ void *tr_real[TR_SYM_COUNT];
 __thread int tr_guard __attribute__((tls_model("initial-exec")));
 tr_config_t tr_cfg;
 
-typedef struct {
-    const char *name;
-    const char *base;
-    void *hook;
-    int id;
-} tr_hook_entry_t;
-
-static const tr_hook_entry_t hook_table[] = {
-#define HOOK(fam, sym, base) {#sym, #base, (void *)&sym, TR_##sym},
-#define REAL(lib, sym)
-#include "hooks.def"
-#undef HOOK
-#undef REAL
-};
-#define HOOK_COUNT ((int)(sizeof hook_table / sizeof hook_table[0]))
-
 static const char *const real_names[TR_SYM_COUNT] = {
 #define HOOK(fam, sym, base) #sym,
 #define REAL(lib, sym) #sym,
@@ -53,25 +37,15 @@ static const char real_is_nvml[TR_SYM_COUNT] = {
 #undef REAL
 };
 
-typedef void *(*dlsym_fn)(void *, const char *);
-static dlsym_fn real_dlsym;
-
-static void find_real_dlsym(void) {
-    /* glibc >= 2.34 versions dlsym in libc; older ones only have GLIBC_2.2.5. */
-    real_dlsym = (dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
-    if (!real_dlsym) real_dlsym = (dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
-}
-
 static pthread_once_t resolve_once = PTHREAD_ONCE_INIT;
 
 static void do_resolve(void) {
     tr_guard++;
-    if (!real_dlsym) find_real_dlsym();
     void *cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
     void *nvml = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_GLOBAL);
     for (int i = 0; i < TR_SYM_COUNT; i++) {
         void *lib = real_is_nvml[i] ? nvml : cuda;
-        tr_real[i] = (lib && real_dlsym) ? real_dlsym(lib, real_names[i]) : NULL;
+        tr_real[i] = lib ? tr_real_dlsym(lib, real_names[i]) : NULL;
     }
     tr_guard--;
 }
@@ -166,34 +140,6 @@ int tr_current_dev_index(void) {
     return cached_idx;
 }
 
-static int hook_index(const char *name) {
-    for (int i = 0; i < HOOK_COUNT; i++)
-        if (strcmp(hook_table[i].name, name) == 0) return i;
-    return -1;
-}
-
-TR_EXPORT void *dlsym(void *restrict handle, const char *restrict symbol) {
-    if (!real_dlsym) find_real_dlsym();
-    /* Only driver and NVML names are ours; while inside the library, always the real one. */
-    if (!tr_guard && ((symbol[0] == 'c' && symbol[1] == 'u') || symbol[0] == 'n')) {
-        int i = hook_index(symbol);
-        if (i >= 0) {
-            tr_resolve();
-            return hook_table[i].hook;
-        }
-    }
-    return real_dlsym(handle, symbol);
-}
-
-/* The driver picked a variant for (base name, version, flags); hand back our hook for it. */
-static void *substitute(const char *symbol, void *real) {
-    for (int i = 0; i < HOOK_COUNT; i++) {
-        if (tr_real[hook_table[i].id] == real && strcmp(hook_table[i].base, symbol) == 0)
-            return hook_table[i].hook;
-    }
-    return real;
-}
-
 TR_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion,
                                     cuuint64_t flags) {
     tr_resolve();
@@ -201,7 +147,7 @@ TR_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVers
     tr_guard++;
     CUresult r = REAL_FN(cuGetProcAddress)(symbol, pfn, cudaVersion, flags);
     tr_guard--;
-    if (r == CUDA_SUCCESS && pfn && *pfn && symbol) *pfn = substitute(symbol, *pfn);
+    if (r == CUDA_SUCCESS && pfn && *pfn && symbol) *pfn = tr_hook_substitute(symbol, *pfn);
     return r;
 }
 
@@ -213,7 +159,7 @@ TR_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaV
     tr_guard++;
     CUresult r = REAL_FN(cuGetProcAddress_v2)(symbol, pfn, cudaVersion, flags, symbolStatus);
     tr_guard--;
-    if (r == CUDA_SUCCESS && pfn && *pfn && symbol) *pfn = substitute(symbol, *pfn);
+    if (r == CUDA_SUCCESS && pfn && *pfn && symbol) *pfn = tr_hook_substitute(symbol, *pfn);
     return r;
 }
 

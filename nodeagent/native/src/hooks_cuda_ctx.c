@@ -1,8 +1,11 @@
 /*
  * Context family: a context costs device memory the program never asked for. The charge is
- * the measured growth of the device's used memory (NVML) across the creation, taken once per
- * primary context per process and per explicitly created context.
+ * the measured growth across the creation, taken once per primary context per process and
+ * per explicitly created context: of this process's own use as NVML lists it (exact even
+ * while other processes allocate), or, where NVML cannot show our pid (a PID namespace without
+ * the host's pids), of the whole device's use.
  */
+#include <unistd.h>
 #define _GNU_SOURCE
 #include <pthread.h>
 
@@ -17,16 +20,41 @@ static void nvml_init(void) {
     nvml_ok = tr_real[TR_nvmlInit_v2] && REAL_FN(nvmlInit_v2)() == NVML_SUCCESS;
 }
 
-static uint64_t phys_used(CUdevice dev) {
+typedef struct {
+    uint64_t device;  /* the whole device's used bytes */
+    uint64_t mine;    /* this process's, if NVML lists it */
+    int have_mine;
+} usage_t;
+
+static usage_t phys_used(CUdevice dev) {
+    usage_t u = {0, 0, 0};
     char uuid[64];
     nvmlDevice_t h;
     nvmlMemory_t m;
     pthread_once(&nvml_once, nvml_init);
     if (!nvml_ok || tr_dev_uuid(dev, uuid, sizeof uuid) != 0 ||
-        REAL_FN(nvmlDeviceGetHandleByUUID)(uuid, &h) != NVML_SUCCESS ||
-        REAL_FN(nvmlDeviceGetMemoryInfo)(h, &m) != NVML_SUCCESS)
-        return 0;
-    return m.used;
+        REAL_FN(nvmlDeviceGetHandleByUUID)(uuid, &h) != NVML_SUCCESS)
+        return u;
+    if (REAL_FN(nvmlDeviceGetMemoryInfo)(h, &m) == NVML_SUCCESS) u.device = m.used;
+    if (tr_real[TR_nvmlDeviceGetComputeRunningProcesses_v3]) {
+        nvmlProcessInfo_t infos[64];
+        unsigned n = 64;
+        if (REAL_FN(nvmlDeviceGetComputeRunningProcesses_v3)(h, &n, infos) == NVML_SUCCESS) {
+            for (unsigned i = 0; i < n && i < 64; i++) {
+                if (infos[i].pid == (unsigned)getpid()) {
+                    u.mine = infos[i].usedGpuMemory;
+                    u.have_mine = 1;
+                }
+            }
+        }
+    }
+    return u;
+}
+
+/* A process not listed before its first context simply had nothing on the device. */
+static uint64_t growth(usage_t before, usage_t after) {
+    if (after.have_mine) return after.mine > before.mine ? after.mine - before.mine : 0;
+    return after.device > before.device ? after.device - before.device : 0;
 }
 
 TR_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
@@ -37,13 +65,13 @@ TR_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
     tr_guard++;
     pthread_mutex_lock(&ctx_mu);
     int first = primary_refs[dev] == 0;
-    uint64_t before = first ? phys_used(dev) : 0;
+    usage_t before = {0, 0, 0};
+    if (first) before = phys_used(dev);
     CUresult r = REAL_FN(cuDevicePrimaryCtxRetain)(pctx, dev);
     if (r == CUDA_SUCCESS) {
         primary_refs[dev]++;
         if (first) {
-            uint64_t after = phys_used(dev);
-            uint64_t delta = after > before ? after - before : 0;
+            uint64_t delta = growth(before, phys_used(dev));
             if (delta && tr_mem_reserve(idx, delta) != 0) {
                 REAL_FN(cuDevicePrimaryCtxRelease_v2)(dev);
                 primary_refs[dev]--;
@@ -81,11 +109,10 @@ TR_EXPORT CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice 
     if (idx < 0) return REAL_FN(cuCtxCreate_v2)(pctx, flags, dev);
     tr_guard++;
     pthread_mutex_lock(&ctx_mu);
-    uint64_t before = phys_used(dev);
+    usage_t before = phys_used(dev);
     CUresult r = REAL_FN(cuCtxCreate_v2)(pctx, flags, dev);
     if (r == CUDA_SUCCESS) {
-        uint64_t after = phys_used(dev);
-        uint64_t delta = after > before ? after - before : 0;
+        uint64_t delta = growth(before, phys_used(dev));
         if (delta && tr_mem_reserve(idx, delta) != 0) {
             REAL_FN(cuCtxDestroy_v2)(*pctx);
             r = CUDA_ERROR_OUT_OF_MEMORY;

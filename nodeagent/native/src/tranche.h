@@ -42,6 +42,9 @@ int tr_current_dev_index(void);
 int tr_dev_uuid(CUdevice dev, char *out, size_t len);
 int tr_dev_index_by_uuid(const char *uuid);
 uint64_t tr_now_ns(void);
+/* lookup.c: glibc's dlsym, and our hook for the variant cuGetProcAddress picked. */
+void *tr_real_dlsym(void *handle, const char *symbol);
+void *tr_hook_substitute(const char *symbol, void *real);
 
 /* Process-local bookkeeping of what each handle was charged (hooks_cuda_mem.c). */
 enum tr_kind { TR_K_PTR = 1, TR_K_VMM, TR_K_ARRAY, TR_K_MIPMAP, TR_K_POOL, TR_K_CTX, TR_K_ASYNC };

@@ -2,7 +2,8 @@
  * Small probes for the native tests. Usage:
  *   probe info [DEV]          print what the process sees of device DEV
  *   probe hold BYTES          allocate BYTES, print "held", wait for stdin to close
- *   probe race SEED           allocate random chunks until the cap, churn, report held bytes
+ *   probe race SEED           print "ready", wait for a stdin line, then allocate random
+ *                             chunks until the cap with churn; report held bytes
  *   probe getproc             check run-time symbol lookups all land on the core's hooks
  */
 #include "common.h"
@@ -50,6 +51,11 @@ static int race(unsigned seed) {
     int n = 0, ooms = 0;
     uint64_t held = 0;
     srand(seed);
+    /* Every racer has its context before anyone races, so all contend for the same bytes. */
+    printf("ready\n");
+    fflush(stdout);
+    char go[16];
+    if (!fgets(go, sizeof go, stdin)) return 1;
     /* Churn: grab and drop random chunks so the counters see many concurrent CAS races. */
     for (int i = 0; i < 3000; i++) {
         if (n > 0 && (rand() % 3 == 0 || n == MAXP)) {

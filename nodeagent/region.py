@@ -1,0 +1,217 @@
+"""Reader of a container's shared accounting region (written by the interception core).
+
+The layout mirrors nodeagent/native/src/region.h; tests/native/test_region_layout.py pins both
+sides. The node agent reads regions to report memory used against the limit, rejected
+allocations, compute time used against the target and time spent throttled, and calls
+``reclaim_dead`` to give back the memory of processes that died without freeing it.
+
+A slot's process is alive while it holds a POSIX lock on byte ``LOCK_BASE + slot`` of the
+region file; the kernel drops the lock when the process dies, even on SIGKILL, and the test
+works across PID namespaces.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import fcntl
+import mmap
+import os
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+MAGIC = 0x47525254
+MAJOR = 1
+MINOR = 0
+MAX_DEVICES = 16
+MAX_SLOTS = 64
+UUID_LEN = 48
+CLAIM_LEN = 64
+LOCK_BASE = 0x40000000
+REGION_FILE = "region.bin"
+
+# Offsets within the file (region.h); the layout test compares these with the C compiler's.
+HEADER = struct.Struct("<IHHIIII Q 64s")  # magic major minor header_size devices slots rsv created
+DEVICE = struct.Struct("<48s Q Q Q Q I I q Q Q Q Q")
+SLOT = struct.Struct("<I I Q 16Q")
+DEVICES_OFFSET = 96
+DEVICE_SIZE = 128
+SLOTS_OFFSET = DEVICES_OFFSET + MAX_DEVICES * DEVICE_SIZE
+SLOT_SIZE = 144
+REGION_SIZE = SLOTS_OFFSET + MAX_SLOTS * SLOT_SIZE
+MEM_USED_OFFSET = 56  # within a device record
+SLOT_MEM_OFFSET = 16  # within a slot record
+
+_FLOCK = struct.Struct("hhxxxxqqixxxx")  # struct flock on x86_64/aarch64 Linux
+
+
+class RegionError(RuntimeError):
+    """The region is missing, corrupt or of a layout this reader does not speak."""
+
+
+@dataclass(frozen=True)
+class DeviceUsage:
+    """One GPU slice as the container's processes have used it."""
+
+    index: int
+    uuid: str
+    memory_limit: int
+    memory_used: int
+    memory_peak: int
+    rejected_allocations: int
+    compute_percent: int
+    compute_used_ns: int
+    throttled_ns: int
+    launches: int
+
+
+@dataclass(frozen=True)
+class ProcessSlot:
+    """A process that has (or had) the GPU open in the container."""
+
+    index: int
+    pid: int
+    start_time: int
+    generation: int
+    alive: bool
+    memory_used: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class RegionSnapshot:
+    """A consistent-enough copy of the region: counters are read once each, without locks."""
+
+    claim: str
+    major: int
+    minor: int
+    created_ns: int
+    devices: tuple[DeviceUsage, ...]
+    slots: tuple[ProcessSlot, ...]
+
+    @property
+    def live_slots(self) -> tuple[ProcessSlot, ...]:
+        return tuple(s for s in self.slots if s.alive)
+
+
+def region_path(region_dir: str | os.PathLike[str]) -> Path:
+    return Path(region_dir) / REGION_FILE
+
+
+def _slot_alive(fd: int, slot: int) -> bool:
+    probe = _FLOCK.pack(fcntl.F_WRLCK, os.SEEK_SET, LOCK_BASE + slot, 1, 0)
+    got = fcntl.fcntl(fd, fcntl.F_GETLK, probe)
+    return _FLOCK.unpack(got)[0] != fcntl.F_UNLCK
+
+
+def _cstr(raw: bytes) -> str:
+    return raw.split(b"\0", 1)[0].decode("utf-8", "replace")
+
+
+def _check_header(buf: bytes, path: Path) -> tuple[int, ...]:
+    if len(buf) < REGION_SIZE:
+        raise RegionError(f"{path}: corrupt region (size {len(buf)}, expected {REGION_SIZE})")
+    fields = HEADER.unpack_from(buf, 0)
+    magic, major, _minor, header_size, devices, slots = fields[:6]
+    if magic != MAGIC:
+        raise RegionError(f"{path}: not a Tranche region (magic {magic:#x})")
+    if major != MAJOR or header_size != REGION_SIZE:
+        raise RegionError(
+            f"{path}: region layout {major}.{_minor} (size {header_size}) is not {MAJOR}.x"
+        )
+    if devices > MAX_DEVICES or slots != MAX_SLOTS:
+        raise RegionError(f"{path}: corrupt region ({devices} devices, {slots} slots)")
+    return fields
+
+
+def read_region(region_dir: str | os.PathLike[str]) -> RegionSnapshot:
+    """Snapshot the region in region_dir; raises RegionError when absent or not readable."""
+    path = region_path(region_dir)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise RegionError(f"{path}: cannot open region: {exc.strerror}") from exc
+    try:
+        buf = os.pread(fd, REGION_SIZE, 0)
+        fields = _check_header(buf, path)
+        _magic, major, minor, _hs, ndev, _ns, _rsv, created, claim = fields
+        devices = []
+        for i in range(ndev):
+            rec = DEVICE.unpack_from(buf, DEVICES_OFFSET + i * DEVICE_SIZE)
+            uuid, limit, used, rejected, peak, pct, _r, _tok, _refill, cused, throttled, n = rec
+            devices.append(
+                DeviceUsage(i, _cstr(uuid), limit, used, peak, rejected, pct, cused, throttled, n)
+            )
+        slots = []
+        for i in range(MAX_SLOTS):
+            pid, gen, start, *mem = SLOT.unpack_from(buf, SLOTS_OFFSET + i * SLOT_SIZE)
+            if pid == 0:
+                continue
+            slots.append(ProcessSlot(i, pid, start, gen, _slot_alive(fd, i), tuple(mem[:ndev])))
+        return RegionSnapshot(_cstr(claim), major, minor, created, tuple(devices), tuple(slots))
+    finally:
+        os.close(fd)
+
+
+def _libatomic() -> ctypes.CDLL:
+    name = ctypes.util.find_library("atomic") or "libatomic.so.1"
+    try:
+        lib = ctypes.CDLL(name)
+    except OSError as exc:
+        raise RegionError("reclaim needs libatomic.so.1 (package libatomic1)") from exc
+    for fn in (lib.__atomic_fetch_sub_8, lib.__atomic_exchange_8):
+        fn.restype = ctypes.c_uint64
+        fn.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_int]
+    return lib
+
+
+_SEQ_CST = 5
+
+
+def reclaim_dead(region_dir: str | os.PathLike[str]) -> int:
+    """Give back the memory charged to processes that are gone; returns bytes reclaimed.
+
+    Safe to run at any time alongside live processes and peers doing the same: taking a
+    slot's lock proves its owner is dead and keeps other reclaimers out, and counters are
+    changed with the same atomic operations the core uses. Idempotent.
+    """
+    path = region_path(region_dir)
+    atomic = _libatomic()
+    fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+    try:
+        _check_header(os.pread(fd, REGION_SIZE, 0), path)
+        with mmap.mmap(fd, REGION_SIZE) as mm:
+            base = ctypes.addressof(ctypes.c_char.from_buffer(mm))
+            total = 0
+            try:
+                for i in range(MAX_SLOTS):
+                    slot = SLOTS_OFFSET + i * SLOT_SIZE
+                    if struct.unpack_from("<I", mm, slot)[0] == 0:
+                        continue
+                    try:
+                        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, LOCK_BASE + i)
+                    except OSError:
+                        continue  # its process is alive
+                    try:
+                        total += _scrub(atomic, base, slot)
+                    finally:
+                        fcntl.lockf(fd, fcntl.LOCK_UN, 1, LOCK_BASE + i)
+            finally:
+                del base  # release the buffer export before the mmap closes
+            return total
+    finally:
+        os.close(fd)
+
+
+def _scrub(atomic: ctypes.CDLL, base: int, slot: int) -> int:
+    total = 0
+    for d in range(MAX_DEVICES):
+        held = atomic.__atomic_exchange_8(base + slot + SLOT_MEM_OFFSET + 8 * d, 0, _SEQ_CST)
+        if held:
+            dev_used = base + DEVICES_OFFSET + d * DEVICE_SIZE + MEM_USED_OFFSET
+            atomic.__atomic_fetch_sub_8(dev_used, held, _SEQ_CST)
+            total += held
+    gen = ctypes.c_uint32.from_address(base + slot + 4)
+    gen.value += 1  # only the lock holder writes a dead slot
+    ctypes.c_uint32.from_address(base + slot).value = 0
+    return total

@@ -25,6 +25,8 @@ def parse(argv: list[str] | None = None) -> Options:
     r.add_argument("--kubelet-dir", type=Path, help="default /var/lib/kubelet")
     r.add_argument("--cdi-dir", type=Path, help="default /var/run/cdi")
     r.add_argument("--core-lib", type=Path, default=CORE_LIB)
+    r.add_argument("--no-kubelet-lite", dest="kubelet_lite", action="store_false",
+                   help="with --simulate: publish and serve only, run no pods")  # fmt: skip
     r.add_argument("--sim-gpus", type=int, default=4)
     r.add_argument("--sim-model", default="Tesla V100-PCIE-32GB")
     r.add_argument("--metrics-port", type=int, default=0, help="0: no /metrics endpoint")
@@ -40,6 +42,7 @@ def parse(argv: list[str] | None = None) -> Options:
         token_file=a.token_file,
         kubeconfig=a.kubeconfig,
         simulate=a.simulate,
+        kubelet_lite=a.simulate and a.kubelet_lite,
         state_dir=state,
         kubelet_dir=a.kubelet_dir or Path("/var/lib/kubelet"),
         cdi_dir=a.cdi_dir or Path("/var/run/cdi"),

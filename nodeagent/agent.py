@@ -31,6 +31,7 @@ class Options:
     token_file: Path | None
     kubeconfig: Path | None
     simulate: bool
+    kubelet_lite: bool
     state_dir: Path
     kubelet_dir: Path
     cdi_dir: Path
@@ -86,7 +87,7 @@ async def run(opts: Options) -> None:
     server = PluginServer(preparer, sockets)
     server.start()
     lite = None
-    if opts.simulate:
+    if opts.kubelet_lite:
         lite = KubeletLite(
             api, opts.node, plugin_socket=sockets.plugin, cdi_dir=opts.cdi_dir,
             sim_env=sim_env, log_dir=opts.state_dir / "pods",

@@ -1,0 +1,77 @@
+"""Demo node agents for `make run`: 2 kwok nodes x 4 simulated V100, one agent each.
+
+`start(state, env, port)` needs the local control plane up (`python -m deploy.devcluster up`);
+it creates the kwok nodes (idempotent), rotates each node's portal token into
+`.state/agents/<node>.token` (mode 0600) through `manage.py create_node_token`, and starts
+`python -m nodeagent run --simulate` per node as a detached process (log
+`.state/logs/agent-<node>.log`, metrics on 127.0.0.1:9400+i). Already running agents are kept.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from deploy.local import procs
+
+REPO = Path(__file__).resolve().parents[2]
+NODES = ("kwok-gpu-0", "kwok-gpu-1")
+GPUS_PER_NODE = 4
+GPU_MODEL = "Tesla V100-PCIE-32GB"
+METRICS_BASE_PORT = 9400
+
+
+def argv(node: str, index: int, state: Path, kubeconfig: Path, port: int) -> list[str]:
+    """The agent command line for one demo node (pure)."""
+    home = state / "agents" / node
+    return [
+        sys.executable, "-m", "nodeagent", "run",
+        "--node", node,
+        "--simulate",
+        "--sim-gpus", str(GPUS_PER_NODE),
+        "--kubeconfig", str(kubeconfig),
+        "--portal", f"ws://127.0.0.1:{port}/ws/agent/",
+        "--token-file", str(state / "agents" / f"{node}.token"),
+        "--state-dir", str(home),
+        "--kubelet-dir", str(home / "kubelet"),
+        "--cdi-dir", str(home / "cdi"),
+        "--metrics-port", str(METRICS_BASE_PORT + index),
+    ]  # fmt: skip
+
+
+def start(state: Path, env: dict[str, str], port: int) -> list[str]:
+    """Start the demo agents; returns one line per agent for the console."""
+    from kubernetes import config
+
+    from deploy.devcluster import launcher
+    from deploy.devcluster.config import load_settings
+    from deploy.devcluster.nodes import create_fake_gpu_nodes
+
+    settings = load_settings()
+    if not launcher.is_healthy(settings):
+        return ["node agents: skipped (control plane down; run `make cluster-up` first)"]
+    api = config.new_client_from_config(str(settings.kubeconfig))
+    try:
+        create_fake_gpu_nodes(api, len(NODES), GPU_MODEL, prefix="kwok-gpu")
+    finally:
+        api.close()
+    lines = []
+    for i, node in enumerate(NODES):
+        name = f"agent-{node}"
+        if not procs.read_pid(state / "run" / f"{name}.pid"):
+            subprocess.run(
+                [sys.executable, str(REPO / "manage.py"), "create_node_token", node, "--rotate",
+                 "--output", str(state / "agents" / f"{node}.token")],
+                env=env, cwd=REPO, check=True, capture_output=True,
+            )  # fmt: skip
+        pid = procs.start_detached(
+            name, argv(node, i, state, settings.kubeconfig, port), state, env
+        )
+        lines.append(f"{name}: pid {pid}, log {state / 'logs' / (name + '.log')}")
+    return lines
+
+
+def stop(state: Path) -> None:
+    for node in NODES:
+        procs.stop_named(f"agent-{node}", state)

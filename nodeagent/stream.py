@@ -54,6 +54,10 @@ class StatusStream:
 
     def offer(self, gpus: list[dict], pods: dict[tuple[str, str], dict]) -> None:
         """Queue one status message (call from the event loop's thread)."""
+        if len(self.buffer) >= self.buffer_size:
+            self.buffer.popleft()  # oldest first: the newest state matters most
+            self.dropped += 1
+            self._force_full = True  # the dropped delta may have held a change
         now = time.time()
         full = self._force_full or now - self._last_full >= self.full_every
         changed = [p for k, p in pods.items() if full or self._last.get(k) != p]
@@ -75,10 +79,6 @@ class StatusStream:
             "pods": changed,
             "removed": removed,
         }
-        if len(self.buffer) >= self.buffer_size:
-            self.buffer.popleft()  # oldest first: the newest state matters most
-            self.dropped += 1
-            self._force_full = True  # the dropped delta may have held a change
         self.buffer.append(json.dumps(msg, separators=(",", ":")))
         self._wake.set()
 

@@ -117,7 +117,7 @@ def _template(api, ns: str, cls: str) -> None:
     )
 
 
-def _pod(api, ns: str, name: str, cls: str, nodes: list[str], annotations=None) -> None:
+def _pod(api, ns: str, name: str, cls: str, nodes: list[str], *, annotations=None) -> None:
     client.CoreV1Api(api).create_namespaced_pod(
         ns,
         {

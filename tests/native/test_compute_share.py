@@ -1,0 +1,97 @@
+"""Compute share: launches are metered per container (not per process) against its target.
+
+All containers run at once, for ~10 s, on one simulated machine:
+- device 0: container A at 25 % (one process) and container B at 75 % (two processes);
+- device 1: container C at 50 %, alone;
+- device 2: container D at 50 %, alone, on the ASan/UBSan build.
+Each process launches back-to-back 2 ms kernels; the share is the device time its kernels
+took over its wall time, measured by the program itself (independent of the controller).
+"""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from nodeagent import region
+from tests.native.conftest import Build, GiB, GpuBox
+
+KERNEL_NS = 2_000_000
+SECONDS = 10.0
+TOLERANCE = 3.0
+
+
+@dataclass(frozen=True)
+class Run:
+    shares: dict[str, list[float]]
+    regions: dict[str, Path]
+
+
+@pytest.fixture(scope="module")
+def share_run(
+    tmp_path_factory: pytest.TempPathFactory, native_build: Build, san_build: Build
+) -> Run:
+    box = GpuBox(tmp_path_factory.mktemp("share"), native_build)
+    plan = {
+        "a": (0, 25, native_build, 1),
+        "b": (0, 75, native_build, 2),
+        "c": (1, 50, native_build, 1),
+        "d": (2, 50, san_build, 1),
+    }
+    procs: dict[str, list[subprocess.Popen[str]]] = {}
+    regions = {}
+    for name, (dev, pct, build, n) in plan.items():
+        c = box.container(name, [(dev, 1 * GiB, pct)], build=build)
+        regions[name] = c.region_dir
+        exe = str(build.prog("burn"))
+        procs[name] = [
+            subprocess.Popen(
+                [exe, str(dev), str(KERNEL_NS), str(SECONDS)],
+                env=c.env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for _ in range(n)
+        ]
+    shares: dict[str, list[float]] = {}
+    for name, ps in procs.items():
+        shares[name] = []
+        for p in ps:
+            out, err = p.communicate(timeout=SECONDS + 60)
+            assert p.returncode == 0, out + err
+            shares[name].append(float(out.split()[1]))
+    return Run(shares, regions)
+
+
+def test_two_containers_at_25_and_75_percent_get_their_shares(share_run: Run) -> None:
+    a = sum(share_run.shares["a"])
+    b = sum(share_run.shares["b"])
+    assert abs(a - 25) <= TOLERANCE, share_run.shares
+    assert abs(b - 75) <= TOLERANCE, share_run.shares
+
+
+def test_budget_is_per_container_not_per_process(share_run: Run) -> None:
+    # B's two processes share one 75 % budget: each gets about half of it, not 75 % each.
+    for s in share_run.shares["b"]:
+        assert abs(s - 37.5) <= 2 * TOLERANCE, share_run.shares
+
+
+def test_one_container_at_50_percent_alone_stays_at_50(share_run: Run) -> None:
+    assert abs(share_run.shares["c"][0] - 50) <= TOLERANCE, share_run.shares
+
+
+def test_sanitized_build_holds_the_share_too(share_run: Run) -> None:
+    assert abs(share_run.shares["d"][0] - 50) <= TOLERANCE, share_run.shares
+
+
+def test_region_reports_compute_used_and_throttling(share_run: Run) -> None:
+    dev = region.read_region(share_run.regions["c"]).devices[0]
+    assert dev.compute_percent == 50
+    # Charged device time is about half the run, and the process spent time throttled.
+    assert abs(dev.compute_used_ns / (SECONDS * 1e9) - 0.5) < 0.05
+    assert dev.throttled_ns > 0.3 * SECONDS * 1e9
+    assert dev.launches > 0

@@ -1,0 +1,55 @@
+"""The slice config format: what the agent writes is what the core accepts, strictly."""
+
+from __future__ import annotations
+
+import stat
+from pathlib import Path
+
+import pytest
+
+from nodeagent import sliceconfig as sc
+
+GOOD = sc.SliceConfig(
+    claim="team-a/claim-7",
+    devices=(
+        sc.DeviceSlice("GPU-51a1a7ed-0000-4000-8000-000000000000", 8 << 30, 50),
+        sc.DeviceSlice("GPU-51a1a7ed-0000-4000-8000-000000000001", 4 << 30, 25),
+    ),
+)
+
+
+def test_round_trip_and_read_only_atomic_write(tmp_path: Path) -> None:
+    path = tmp_path / "etc" / "slice.conf"
+    sc.write(path, GOOD)
+    sc.write(path, GOOD)  # idempotent rewrite over a read-only file
+    assert sc.read(path) == GOOD
+    assert not path.stat().st_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH)
+    assert [p.name for p in path.parent.iterdir()] == ["slice.conf"]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("claim = x\ndevice.0.uuid = GPU-1\n", "needs version"),
+        ("version = 2\nclaim = x\n", "version must appear once and be 1"),
+        ("version = 1\nclaim = x\nfoo = 1\n", "unknown key 'foo'"),
+        ("version = 1\nclaim = x\ndevice.0.uuid = GPU-1\n", "needs uuid, memory_bytes"),
+        ("version = 1\nclaim = x\ndevice.0.memory_bytes = -5\n", "must be an integer"),
+        ("version = 1\nclaim = x\ndevice.1.uuid = GPU-1\n", "device.0 needs"),
+        ("version = 1\nclaim = x\nnonsense\n", "expected key = value"),
+    ],
+)
+def test_invalid_files_are_refused_with_the_line(text: str, message: str) -> None:
+    with pytest.raises(sc.SliceConfigError, match=message):
+        sc.parse(text, source="t")
+
+
+def test_invalid_values_are_refused_at_construction() -> None:
+    with pytest.raises(sc.SliceConfigError, match="compute_percent"):
+        sc.DeviceSlice("GPU-1", 1, 0)
+    with pytest.raises(sc.SliceConfigError, match="memory_bytes"):
+        sc.DeviceSlice("GPU-1", 0, 10)
+    with pytest.raises(sc.SliceConfigError, match="uuid"):
+        sc.DeviceSlice("gpu-1", 1, 10)
+    with pytest.raises(sc.SliceConfigError, match="only once"):
+        sc.SliceConfig("x", (sc.DeviceSlice("GPU-1", 1, 1), sc.DeviceSlice("GPU-1", 1, 1)))

@@ -11,12 +11,15 @@ build. Idempotent; on failure the previous binaries are left untouched and a
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import os
 import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from deploy.devcluster.config import (
@@ -140,13 +143,30 @@ def _run_go(args: list[str], cwd: Path, label: str) -> None:
     print(f"[build] {label}: done in {elapsed:.0f}s ({count} packages compiled)", flush=True)
 
 
+@contextlib.contextmanager
+def build_lock(settings: Settings) -> Iterator[None]:
+    """Serialise builds: several test sessions on one machine share one cache."""
+    settings.bin_dir.mkdir(parents=True, exist_ok=True)
+    with (settings.bin_dir / ".build.lock").open("w") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print("[build] another build of this version is running; waiting for it", flush=True)
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
 def build(settings: Settings, force: bool = False) -> Path:
     """Build both binaries into the cache (idempotent) and return the bin folder."""
-    if is_built(settings) and not force:
-        print(f"[build] up to date: {settings.bin_dir}", flush=True)
-        return settings.bin_dir
+    with build_lock(settings):
+        if is_built(settings) and not force:
+            print(f"[build] up to date: {settings.bin_dir}", flush=True)
+            return settings.bin_dir
+        return _build_locked(settings)
+
+
+def _build_locked(settings: Settings) -> Path:
     bin_dir = settings.bin_dir
-    bin_dir.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     for module in ("k8s", "etcd"):
         _run_go(["mod", "download"], MODULE_DIR / module, f"download {module} modules")

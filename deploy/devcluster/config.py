@@ -25,16 +25,15 @@ MODULE_DIR = Path(__file__).resolve().parent
 # Label kwok uses to pick the nodes it plays; nodes without it are left alone.
 FAKE_NODE_LABEL = ("kwok.x-k8s.io/node", "fake")
 
-# Feature gates passed to every component. Most are on by default in 1.37, but
-# naming them keeps the cluster's behaviour stable if defaults change and tells
-# readers which beta features Tranche relies on (consumable capacity above all).
+# Feature gates passed to every component. They are beta and on by default in
+# 1.37, but naming them pins the behaviour Tranche relies on (consumable
+# capacity above all) if a release flips a default. GA gates locked to true
+# (DynamicResourceAllocation, DRAPrioritizedList, ...) are left out: naming a
+# locked gate only logs a warning now and becomes an error once it is removed.
 FEATURE_GATES = {
-    "DynamicResourceAllocation": True,
     "DRAConsumableCapacity": True,
     "DRAPartitionableDevices": True,
-    "DRAPrioritizedList": True,
     "DRADeviceTaints": True,
-    "DRAResourceClaimDeviceStatus": True,
 }
 
 

@@ -12,6 +12,7 @@ cluster or a reused pid.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import shutil
 import signal
@@ -20,6 +21,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 from deploy.devcluster.build import ensure_built
@@ -181,16 +183,32 @@ def is_healthy(settings: Settings) -> bool:
     return True
 
 
+@contextlib.contextmanager
+def _state_lock(settings: Settings) -> Iterator[None]:
+    """One launcher at a time per state folder (several test sessions may share it)."""
+    settings.run_dir.mkdir(parents=True, exist_ok=True)
+    with (settings.run_dir / ".lock").open("w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
 def up(settings: Settings, fresh: bool = False) -> Path:
     """Start the cluster if it is not already healthy; return the admin kubeconfig path.
 
-    `fresh` wipes the etcd data first so the cluster starts empty.
+    `fresh` wipes the etcd data first so the cluster starts empty. A cluster
+    started here belongs to the caller: test sessions leave it running.
     """
     ensure_built(settings)
+    with _state_lock(settings):
+        _owner_file(settings).unlink(missing_ok=True)
+        return _up(settings, fresh)
+
+
+def _up(settings: Settings, fresh: bool) -> Path:
     if not fresh and is_healthy(settings):
         print(f"[up] already running; kubeconfig: {settings.kubeconfig}", flush=True)
         return settings.kubeconfig
-    down(settings, quiet=True)  # clear half-started leftovers before starting again
+    _down(settings, quiet=True)  # clear half-started leftovers before starting again
     if fresh and settings.etcd_data_dir.exists():
         shutil.rmtree(settings.etcd_data_dir)
     _write_configs(settings)
@@ -204,7 +222,7 @@ def up(settings: Settings, fresh: bool = False) -> Path:
                 f"[up] {component.name} healthy ({time.monotonic() - started_at:.1f}s)", flush=True
             )
     except (StartError, OSError, subprocess.CalledProcessError):
-        down(settings, quiet=True)
+        _down(settings, quiet=True)
         raise
     print(f"[up] cluster ready in {time.monotonic() - started_at:.1f}s", flush=True)
     print(f"[up] kubeconfig: {settings.kubeconfig}", flush=True)
@@ -231,12 +249,66 @@ def _stop(settings: Settings, component: Component, quiet: bool) -> None:
 
 def down(settings: Settings, purge: bool = False, quiet: bool = False) -> None:
     """Stop every component this launcher started, newest first; `purge` also deletes state."""
-    for component in reversed(all_components(settings)):
-        _stop(settings, component, quiet)
+    with _state_lock(settings):
+        _down(settings, quiet)
+        for lease in _lease_dir(settings).glob("*"):
+            lease.unlink()
     if purge and settings.state_dir.exists():
         shutil.rmtree(settings.state_dir)
         if not quiet:
             print(f"[down] removed {settings.state_dir}", flush=True)
+
+
+def _down(settings: Settings, quiet: bool) -> None:
+    for component in reversed(all_components(settings)):
+        _stop(settings, component, quiet)
+
+
+# Test sessions share one cluster through leases: each live session holds a
+# file named after its pid; the last one out stops the cluster, but only if a
+# session (not a person running `up`) started it.
+
+
+def _lease_dir(settings: Settings) -> Path:
+    return settings.run_dir / "leases"
+
+
+def _owner_file(settings: Settings) -> Path:
+    return settings.run_dir / "started-by-session"
+
+
+def _live_leases(settings: Settings) -> list[Path]:
+    live = []
+    for lease in _lease_dir(settings).glob("*"):
+        if lease.name.isdigit() and Path(f"/proc/{lease.name}").exists():
+            live.append(lease)
+        else:
+            lease.unlink(missing_ok=True)  # the session died without releasing
+    return live
+
+
+def acquire(settings: Settings) -> bool:
+    """Use the running cluster, or start a fresh one; return True if this call started it."""
+    ensure_built(settings)
+    with _state_lock(settings):
+        started = not is_healthy(settings)
+        if started:
+            _up(settings, fresh=True)
+            _owner_file(settings).write_text(f"{os.getpid()}\n")
+        _lease_dir(settings).mkdir(exist_ok=True)
+        (_lease_dir(settings) / str(os.getpid())).touch()
+        return started
+
+
+def release(settings: Settings) -> bool:
+    """Drop this process's lease; stop the cluster if it was the last session's. True if stopped."""
+    with _state_lock(settings):
+        (_lease_dir(settings) / str(os.getpid())).unlink(missing_ok=True)
+        if _live_leases(settings) or not _owner_file(settings).exists():
+            return False
+        _down(settings, quiet=True)
+        _owner_file(settings).unlink(missing_ok=True)
+        return True
 
 
 def status(settings: Settings) -> dict[str, str]:
@@ -252,4 +324,4 @@ def status(settings: Settings) -> dict[str, str]:
     return result
 
 
-__all__ = ["ADMIN", "StartError", "down", "is_healthy", "status", "up"]
+__all__ = ["ADMIN", "StartError", "acquire", "down", "is_healthy", "release", "status", "up"]

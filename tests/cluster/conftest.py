@@ -2,9 +2,10 @@
 
 If KUBECONFIG is set, tests run against that cluster and nothing is started or
 stopped. Otherwise the local control plane (deploy.devcluster) is used: reused
-if already running (`make cluster-up`), else started from an empty etcd and
-stopped at the end of the session. A cluster that cannot be built or started
-FAILS the tests with the reason; it is never skipped.
+if already running (`make cluster-up`, or another test session), else started
+from an empty etcd and stopped when the last session using it ends. A cluster
+that cannot be built or started FAILS the tests with the reason; it is never
+skipped.
 """
 
 from __future__ import annotations
@@ -36,6 +37,11 @@ class KubeCluster:
     api_client: client.ApiClient
     started_here: bool
 
+    @property
+    def kubectl(self) -> list[str]:
+        """argv prefix for the kubectl built with the cluster, bound to this kubeconfig."""
+        return [str(load_settings().kubectl), f"--kubeconfig={self.kubeconfig}"]
+
 
 def _uses_local_cluster(items: list[pytest.Item]) -> bool:
     wants_cluster = any(item.get_closest_marker("cluster") for item in items)
@@ -51,13 +57,16 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     with the build's own message.
     """
     global _build_error  # noqa: PLW0603 - one build per session, shared with the fixture
-    if not _uses_local_cluster(session.items):
+    if session.config.option.collectonly or not _uses_local_cluster(session.items):
         return
     settings = load_settings()
     if build.is_built(settings):
         return
+    # Show the build's progress live: a silent half hour looks like a hang in CI.
+    capture = session.config.pluginmanager.getplugin("capturemanager")
     try:
-        build.build(settings)
+        with capture.global_and_fixture_disabled():
+            build.build(settings)
     except build.BuildError as exc:
         _build_error = str(exc)
 
@@ -73,19 +82,18 @@ def kube_cluster() -> Iterator[KubeCluster]:
     if _build_error:
         pytest.fail(f"cannot build the local control plane:\n{_build_error}", pytrace=False)
     settings = load_settings()
-    started_here = not launcher.is_healthy(settings)
-    if started_here:
-        try:
-            launcher.up(settings, fresh=True)
-        except (launcher.StartError, build.BuildError, OSError) as exc:
-            pytest.fail(f"cannot start the local control plane:\n{exc}", pytrace=False)
+    try:
+        started_here = launcher.acquire(settings)
+    except (launcher.StartError, build.BuildError, OSError) as exc:
+        pytest.fail(f"cannot start the local control plane:\n{exc}", pytrace=False)
     api = config.new_client_from_config(str(settings.kubeconfig))
     try:
         yield KubeCluster(settings.kubeconfig, api, started_here)
     finally:
         api.close()
-        if started_here:
-            launcher.down(settings)
+        # Stops the cluster only if a test session started it and no other
+        # session on this machine still uses it.
+        launcher.release(settings)
 
 
 def _namespace_name(test_name: str) -> str:

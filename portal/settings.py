@@ -53,6 +53,7 @@ INSTALLED_APPS = [
     "portal.catalog",
     "portal.orders",
     "portal.billing",
+    "portal.agents",
 ]
 
 MIDDLEWARE = [

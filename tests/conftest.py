@@ -34,3 +34,21 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(getattr(pytest.mark, tier))
         if item.get_closest_marker("gpu") and not _has_real_gpu():
             item.add_marker(no_gpu)
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix) -> None:
+    """Test database settings for every tier.
+
+    Consumers and live servers touch the database from worker threads; persistent connections
+    there outlive the test and block dropping the test database, so tests never keep them.
+    TRANCHE_TEST_DB_NAME lets two runs share one PostgreSQL without dropping each other's database.
+    """
+    import os
+
+    from django.db import connections
+
+    connections["default"].settings_dict["CONN_MAX_AGE"] = 0
+    name = os.environ.get("TRANCHE_TEST_DB_NAME")
+    if name:
+        connections["default"].settings_dict.setdefault("TEST", {})["NAME"] = name

@@ -138,6 +138,35 @@ def shared_api_client() -> client.ApiClient:
     return _CLIENTS[pid]
 
 
+def http(
+    api: client.ApiClient,
+    method: str,
+    path: str,
+    query: Any = (),
+    *,
+    headers: dict[str, str] | None = None,
+    body: Any = None,
+    timeout: Any = TIMEOUT,
+) -> Any:
+    """One raw request through the client's auth and TLS; raises ApiException on >= 400.
+
+    Returns the client's RESTResponse (`.read()` for the body, `.response` to stream)."""
+    method, url, hdrs, body, _ = api.param_serialize(
+        method,
+        path,
+        query_params=list(query),
+        header_params=headers or {},
+        body=body,
+        auth_settings=["BearerToken"],
+    )
+    resp = api.call_api(method, url, header_params=hdrs, body=body, _request_timeout=timeout)
+    if resp.status >= 400:
+        exc = ApiException(status=resp.status, reason=resp.reason)
+        exc.body = resp.read().decode(errors="replace")
+        raise exc
+    return resp
+
+
 def _path(api_version: str, kind: str, namespace: str | None, name: str | None = None) -> str:
     prefix, plural, namespaced = KINDS[(api_version, kind)]
     path = prefix + (f"/namespaces/{namespace}" if namespaced else "") + f"/{plural}"
@@ -163,15 +192,8 @@ class Applier:
         if "content_type" in kw:
             headers["Content-Type"] = kw.pop("content_type")
         try:
-            resp = self.api.call_api(
-                path,
-                method,
-                header_params=headers,
-                query_params=kw.get("query", []),
-                body=kw.get("body"),
-                auth_settings=["BearerToken"],
-                _preload_content=False,
-                _request_timeout=TIMEOUT,
+            resp = http(
+                self.api, method, path, kw.get("query", ()), headers=headers, body=kw.get("body")
             )
         except ApiException as exc:
             if exc.status == 404 and method in ("GET", "DELETE"):
@@ -179,7 +201,7 @@ class Applier:
             raise _classify(exc) from exc
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise TransientApiError(f"{method} {path}: {exc}") from exc
-        return json.loads(resp[0].data or b"null")
+        return json.loads(resp.read() or b"null")
 
     def get(self, api_version: str, kind: str, name: str, namespace: str | None = None):
         """The live object or None."""

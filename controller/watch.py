@@ -23,6 +23,8 @@ import urllib3
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from controller.apply import http
+
 log = logging.getLogger("controller.watch")
 
 RESOURCES = {
@@ -199,16 +201,15 @@ class Watcher:
     def _get(
         self, path: str, query: list[tuple[str, Any]], stream: bool = False
     ) -> urllib3.HTTPResponse:
-        resp = self.api.call_api(
-            path,
+        resp = http(
+            self.api,
             "GET",
-            query_params=query,
-            header_params={"Accept": "application/json"},
-            auth_settings=["BearerToken"],
-            _preload_content=False,
-            _request_timeout=(5, WATCH_SECONDS + 30) if stream else (5, 60),
+            path,
+            query,
+            {"Accept": "application/json"},
+            timeout=(5, WATCH_SECONDS + 30) if stream else (5, 60),
         )
-        return resp[0]
+        return resp.response
 
     def relist(self, resource: str) -> None:
         self.relists[resource] += 1

@@ -37,11 +37,17 @@ _ALL_CONTAINERS = (
 _GPU_PREFIXES = ("nvidia.com/", "amd.com/", "gpu.intel.com/", "habana.ai/")
 _FORBIDDEN_ENV = "e.name in ['LD_PRELOAD', 'NVIDIA_VISIBLE_DEVICES'] || e.name.startsWith('CUDA_')"
 _FORBIDDEN_ENV += " || e.name.startsWith('TRANCHE_')"
-_DOC_HINT = "Use the documented ResourceClaimTemplate shown on your project's manifest page."
+_DOC_HINT = "Use the documented ResourceClaimTemplate shown on the manifest page of your project."
 
 
 def _is_gpu(var: str) -> str:
     return " || ".join(f"{var}.startsWith('{p}')" for p in _GPU_PREFIXES)
+
+
+def _same_quantity(a: str, b: str) -> str:
+    # the CEL quantity library has no equality; neither greater nor less means equal
+    qa, qb = f"quantity(string({a}))", f"quantity({b})"
+    return f"!{qa}.isGreaterThan({qb}) && !{qa}.isLessThan({qb})"
 
 
 def _names(filter_expr: str) -> str:
@@ -111,7 +117,7 @@ def render_gpu_policy() -> dict[str, Any]:
                         "does not offer: shared GPU slices are only available through resource "
                         "claims. Remove the nvidia.com/gpu request and add resourceClaims: [{name: "
                         f"{CLAIM_REQUEST_NAME}, resourceClaimTemplateName: <your product class, "
-                        "e.g. tranche-v100-8g>}] as shown on your project\\'s manifest page.'"
+                        "e.g. tranche-v100-8g>}] as shown on the manifest page of your project.'"
                     ),
                     "reason": "Forbidden",
                 }
@@ -130,8 +136,9 @@ def render_claim_policy() -> dict[str, Any]:
     capacity_ok = (
         f"has({exactly}.capacity) && has({reqs}) && size({reqs}) == 2 && "
         f"'memory' in {reqs} && 'cores' in {reqs} && variables.sold && "
-        f"quantity(string({reqs}['memory'])).isEqualTo(quantity(params.data[{mem_key}])) && "
-        f"quantity(string({reqs}['cores'])).isEqualTo(quantity(params.data[{cores_key}]))"
+        + _same_quantity(reqs + "['memory']", f"params.data[{mem_key}]")
+        + " && "
+        + _same_quantity(reqs + "['cores']", f"params.data[{cores_key}]")
     )
     sold_classes = (
         "(has(params.data) ? params.data.map(k, k).filter(k, k.endsWith('.memory'))"

@@ -20,13 +20,10 @@ def test_drift_is_repaired_by_resync(tenant, kube_cluster) -> None:
     ns, api = tenant.namespace, kube_cluster.api_client
     core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
     core.delete_namespaced_resource_quota("tranche-quota", ns)
-    custom.patch_namespaced_custom_object(
-        "resource.k8s.io",
-        "v1",
-        ns,
-        "resourceclaimtemplates",
-        CLASS,
-        {"metadata": {"labels": {"tranche.dev/project": "hand-edited"}}},
+    # Hand edits of the template are refused by the API itself (immutable spec, claim policy),
+    # so the drift a human can cause is deleting it (or the quota).
+    custom.delete_namespaced_custom_object(
+        "resource.k8s.io", "v1", ns, "resourceclaimtemplates", CLASS
     )
     applier = Applier(api)
     result = reconcile_project(tenant.project.pk, applier, platform_cached=False)

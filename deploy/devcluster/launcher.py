@@ -221,7 +221,9 @@ def _up(settings: Settings, fresh: bool) -> Path:
             print(
                 f"[up] {component.name} healthy ({time.monotonic() - started_at:.1f}s)", flush=True
             )
-    except (StartError, OSError, subprocess.CalledProcessError):
+    except BaseException:
+        # Whatever interrupts the start (a failed probe, Ctrl-C, a test
+        # timeout), leave no half-started cluster behind.
         _down(settings, quiet=True)
         raise
     print(f"[up] cluster ready in {time.monotonic() - started_at:.1f}s", flush=True)

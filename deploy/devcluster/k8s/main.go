@@ -74,6 +74,12 @@ func runKubectl() int {
 }
 
 func runKwok() int {
+	// cobra merges pflag.CommandLine into every root command. In this binary it
+	// already holds the Kubernetes components' global flags (a non-bool
+	// --version among them), which breaks kwok's own --version: give kwok the
+	// empty global flag set its upstream main sees.
+	pflag.CommandLine = pflag.NewFlagSet(os.Args[0], pflag.ExitOnError)
+
 	flagset := pflag.NewFlagSet("global", pflag.ContinueOnError)
 	flagset.ParseErrorsAllowlist.UnknownFlags = true
 	flagset.Usage = func() {}

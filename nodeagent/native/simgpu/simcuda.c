@@ -286,10 +286,14 @@ SIM_API CUresult cuEventRecord(CUevent e, CUstream s) {
     if (!e) return CUDA_ERROR_INVALID_HANDLE;
     struct CUstream_st *st = sim_stream(s);
     uint64_t now = sim_now(), tail = atomic_load(&st->tail);
-    /* Provisional time; a kernel launched right after on this stream moves it to its start. */
+    /* On a busy stream the event completes when the stream's last op ends. On an idle one it is
+     * provisional: a kernel submitted right after it (as a timing pair does) moves it to the
+     * kernel's start, so time spent queued behind other processes' work is not counted. */
     atomic_store(&e->time, tail > now ? tail : now);
     e->stream = st;
     e->seq = atomic_load(&st->ops);
+    e->recorded = now;
+    e->movable = tail <= now;
     atomic_store(&st->last_event, e);
     return CUDA_SUCCESS;
 }
@@ -361,7 +365,9 @@ static CUresult run_kernel(CUstream s, void **params) {
     uint64_t dur = (params && params[0]) ? *(const uint64_t *)params[0] : 1000;
     uint64_t end, start = sim_run(sim_cur->dev, atomic_load(&st->tail), dur, &end);
     struct CUevent_st *e = atomic_load(&st->last_event);
-    if (e && e->stream == st && e->seq == atomic_load(&st->ops)) atomic_store(&e->time, start);
+    if (e && e->stream == st && e->movable && e->seq == atomic_load(&st->ops) &&
+        sim_now() - e->recorded < 20000)
+        atomic_store(&e->time, start);
     atomic_fetch_add(&st->ops, 1);
     atomic_store(&st->tail, end);
     uint64_t t = atomic_load(&sim_cur->tail);

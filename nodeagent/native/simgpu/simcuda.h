@@ -20,6 +20,8 @@ struct CUevent_st {
     _Atomic uint64_t time; /* ns; 0 = never recorded */
     struct CUstream_st *stream;
     uint64_t seq;          /* stream op count when recorded */
+    uint64_t recorded;     /* host time of the record call */
+    int movable;           /* recorded on an idle stream: may still move to the next start */
 };
 
 struct CUstream_st {

@@ -3,7 +3,10 @@
  * in its shared region (all its processes draw from it), refilled at the target share. A
  * launch waits while the budget is spent and is charged its expected device time: an EWMA per
  * function (or graph), fed by timing occasional launches with a pair of events. The first
- * launch of a function is timed synchronously so the estimate is never a guess.
+ * launch of a function is timed synchronously so the estimate is never a guess. Samples are
+ * only taken on an idle stream: behind our own queued work the start event would complete
+ * early and the sample would also count other tenants' kernels that ran in between, which
+ * would overcharge exactly the containers that are contending.
  */
 #define _GNU_SOURCE
 #include <stdatomic.h>
@@ -13,7 +16,8 @@
 
 #define BURST_NS 10000000LL   /* budget a container may save up: 10 ms of device time */
 #define MAX_WAIT_NS 2000000LL /* re-check at least this often while throttled */
-#define SAMPLE_EVERY 16u      /* re-measure a function every this many launches */
+#define SAMPLE_EVERY 32u      /* re-measure a function every this many launches */
+#define POLL_EVERY 8u         /* look at an outstanding sample every this many launches */
 #define FTAB_SIZE 4096u
 
 typedef struct {
@@ -44,6 +48,7 @@ typedef struct {
     fstat_t *f;   /* outstanding asynchronous sample, or NULL */
     int64_t charged;
     int dev;
+    uint32_t polls;
 } sampler_t;
 
 static __thread sampler_t smp;
@@ -62,8 +67,11 @@ static void charge(tr_device_t *d, int64_t ns) {
     atomic_fetch_add(&d->compute_used_ns, (uint64_t)ns);
 }
 
-/* Wait until the container's budget on this device is positive. */
+/* Wait until the container's budget on this device is positive. The refill is lazy: while
+ * budget is left nothing is refilled (no clock read, no shared write on the hot path); the
+ * first refill after that credits the whole elapsed time, capped at the burst as always. */
 static void wait_for_budget(tr_device_t *d, uint32_t pct) {
+    if (TR_LIKELY(atomic_load_explicit(&d->tokens_ns, memory_order_relaxed) > 0)) return;
     uint64_t now = tr_now_ns();
     refill(d, pct, now);
     if (atomic_load_explicit(&d->tokens_ns, memory_order_relaxed) > 0) return;
@@ -132,7 +140,7 @@ static CUresult pre_launch(uintptr_t key, CUstream s, int ptsz, launch_t *l) {
     if (pct >= 100) return CUDA_SUCCESS; /* a whole GPU: nothing to meter */
     l->dev = dev;
     l->stream = (ptsz && s == NULL) ? CU_STREAM_PER_THREAD : s;
-    if (smp.f) poll_sample();
+    if (smp.f && (++smp.polls % POLL_EVERY) == 0) poll_sample();
     fstat_t *f = fstat_of(key);
     l->f = f;
     wait_for_budget(d, pct);
@@ -141,12 +149,14 @@ static CUresult pre_launch(uintptr_t key, CUstream s, int ptsz, launch_t *l) {
     uint32_t n = atomic_fetch_add_explicit(&f->launches, 1, memory_order_relaxed);
     if (est <= 0) {
         smp.f = NULL; /* the event pair is needed now; an older sample is dropped */
-        if (ensure_events() == 0 && REAL_FN(cuEventRecord)(smp.start, l->stream) == CUDA_SUCCESS)
+        if (ensure_events() == 0 && REAL_FN(cuStreamSynchronize)(l->stream) == CUDA_SUCCESS &&
+            REAL_FN(cuEventRecord)(smp.start, l->stream) == CUDA_SUCCESS)
             l->mode = L_SYNC_MEASURE;
         return CUDA_SUCCESS;
     }
     charge(d, est);
     if (!smp.f && n % SAMPLE_EVERY == 0 && ensure_events() == 0 &&
+        REAL_FN(cuStreamQuery)(l->stream) == CUDA_SUCCESS &&
         REAL_FN(cuEventRecord)(smp.start, l->stream) == CUDA_SUCCESS) {
         l->mode = L_ASYNC_SAMPLE;
         smp.charged = est;

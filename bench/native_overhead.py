@@ -1,0 +1,98 @@
+"""Added nanoseconds per hooked driver call: the same program with and without the core.
+
+Runs nodeagent/native/build/bench/overhead on the simulated GPU, alternating plain and
+preloaded runs (so machine noise hits both alike), and reports the median per-call time of
+each and the difference. The slice has a 100 % compute share: below that, the launch loop of
+zero-length kernels is (rightly) throttled, and the wait is the product, not overhead.
+Goals: <= 50 ns added per launch, <= 200 ns per alloc+free pair.
+
+    .venv/bin/python bench/native_overhead.py [--rounds 5] [--iters 200000]
+
+Figures are printed and written to bench/results/native_overhead.{txt,json}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from nodeagent import sliceconfig  # noqa: E402
+
+NATIVE = ROOT / "nodeagent" / "native"
+BUILD = NATIVE / "build"
+GOALS = {"cuLaunchKernel": 50.0, "cuMemAlloc+cuMemFree": 200.0}
+SIM_UUID0 = "GPU-51a1a7ed-0000-4000-8000-000000000000"
+
+
+def _env(tmp: Path, percent: int | None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TRANCHE_", "LD_PRELOAD"))}
+    env.update(SIMGPU_STATE=str(tmp / "state"), LD_LIBRARY_PATH=str(BUILD / "simgpu"))
+    if percent is not None:
+        cfg = sliceconfig.SliceConfig(
+            "bench/overhead", (sliceconfig.DeviceSlice(SIM_UUID0, 16 << 30, percent),)
+        )
+        conf = tmp / f"slice{percent}.conf"
+        sliceconfig.write(conf, cfg)
+        region = tmp / f"region{percent}"
+        region.mkdir(exist_ok=True)
+        env.update(
+            TRANCHE_SLICE_CONFIG=str(conf),
+            TRANCHE_REGION_DIR=str(region),
+            LD_PRELOAD=str(BUILD / "libtranche.so"),
+        )
+    return env
+
+
+def _run(env: dict[str, str], iters: int) -> dict[str, float]:
+    out = subprocess.run(
+        [str(BUILD / "bench" / "overhead"), str(iters)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1]) for line in out.splitlines()}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--iters", type=int, default=200000)
+    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
+    args = ap.parse_args()
+    subprocess.run(["make", "-C", str(NATIVE), "-j2", "all"], check=True, capture_output=True)
+    variants = {"plain": None, "core": 100}
+    samples: dict[str, dict[str, list[float]]] = {v: {} for v in variants}
+    with tempfile.TemporaryDirectory() as d:
+        envs = {name: _env(Path(d), pct) for name, pct in variants.items()}
+        for _ in range(args.rounds):
+            for name, env in envs.items():
+                for call, ns in _run(env, args.iters).items():
+                    samples[name].setdefault(call, []).append(ns)
+    med = {v: {c: statistics.median(x) for c, x in s.items()} for v, s in samples.items()}
+    lines = [f"{'call':24} {'plain ns':>9} {'core ns':>9} {'added':>7}  goal"]
+    for call, base in med["plain"].items():
+        added = med["core"][call] - base
+        goal = GOALS.get(call)
+        verdict = "" if goal is None else f"<= {goal:.0f} {'ok' if added <= goal else 'MISSED'}"
+        lines.append(f"{call:24} {base:9.1f} {med['core'][call]:9.1f} {added:7.1f}  {verdict}")
+    lines.append(f"(medians of {args.rounds} alternating runs x {args.iters} calls, simulated GPU)")
+    report = "\n".join(lines)
+    print(report)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "native_overhead.txt").write_text(report + "\n")
+    (args.out / "native_overhead.json").write_text(json.dumps(med, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -408,7 +408,9 @@ TR_EXPORT CUresult cuMemGetInfo_v2(size_t *free, size_t *total) {
         if (total) *total = 0;
         return r;
     }
+    /* A slice larger than the card (misconfigured) must not promise memory that isn't there. */
     uint64_t limit = tr_cfg.devices[dev].memory_bytes;
+    if (limit > ptotal) limit = ptotal;
     uint64_t used = atomic_load(&tr_region()->devices[dev].mem_used);
     uint64_t left = used < limit ? limit - used : 0;
     if (free) *free = (size_t)(left < pfree ? left : pfree);
@@ -421,6 +423,7 @@ TR_EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev) {
     CUresult r = REAL_FN(cuDeviceTotalMem_v2)(bytes, dev);
     if (r != CUDA_SUCCESS || !bytes) return r;
     int idx = tr_dev_index(dev);
-    *bytes = idx >= 0 ? (size_t)tr_cfg.devices[idx].memory_bytes : 0;
+    size_t slice = idx >= 0 ? (size_t)tr_cfg.devices[idx].memory_bytes : 0;
+    if (slice < *bytes) *bytes = slice;
     return r;
 }

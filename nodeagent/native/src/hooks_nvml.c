@@ -16,9 +16,11 @@ static int nvml_dev_index(nvmlDevice_t device) {
     return tr_dev_index_by_uuid(uuid);
 }
 
+/* Clamped both ways: never more than the card, and free never wraps when used > limit. */
 static void slice_view(int idx, unsigned long long *total, unsigned long long *used,
                        unsigned long long *free) {
     uint64_t limit = idx >= 0 ? tr_cfg.devices[idx].memory_bytes : 0;
+    if (limit > *total) limit = *total;
     uint64_t u = idx >= 0 ? atomic_load(&tr_region()->devices[idx].mem_used) : 0;
     *total = limit;
     *used = u;

@@ -1,0 +1,66 @@
+"""PyTorch probe for bench/gpu_check.sh, run under the core on a real NVIDIA GPU.
+
+    torch_probe.py fill            allocate 256 MiB tensors until OOM; print "filled <bytes>"
+    torch_probe.py meminfo         print "meminfo <free> <total>" from torch.cuda.mem_get_info
+    torch_probe.py hold GIB        allocate GIB GiB, print "held", wait for stdin to close
+    torch_probe.py matmul SECONDS  fp16 4096^3 matmuls for SECONDS; print "tflops <value>"
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import torch
+
+MiB = 1 << 20
+
+
+def fill() -> None:
+    blocks = []
+    try:
+        while True:
+            blocks.append(torch.empty(256 * MiB, dtype=torch.uint8, device="cuda"))
+    except torch.OutOfMemoryError:
+        pass
+    print(f"filled {len(blocks) * 256 * MiB}", flush=True)
+
+
+def hold(gib: float) -> None:
+    x = torch.empty(int(gib * 1024) * MiB, dtype=torch.uint8, device="cuda")
+    print(f"held {x.numel()}", flush=True)
+    sys.stdin.read()
+
+
+def matmul(seconds: float) -> None:
+    n = 4096
+    a = torch.randn(n, n, device="cuda", dtype=torch.float16)
+    b = torch.randn(n, n, device="cuda", dtype=torch.float16)
+    for _ in range(10):
+        a @ b
+    torch.cuda.synchronize()
+    start, count = time.monotonic(), 0
+    while time.monotonic() - start < seconds:
+        for _ in range(20):
+            a @ b
+        count += 20
+        torch.cuda.synchronize()
+    elapsed = time.monotonic() - start
+    print(f"tflops {2 * n**3 * count / elapsed / 1e12:.2f}", flush=True)
+
+
+def main() -> None:
+    cmd = sys.argv[1]
+    if cmd == "fill":
+        fill()
+    elif cmd == "meminfo":
+        free, total = torch.cuda.mem_get_info()
+        print(f"meminfo {free} {total}", flush=True)
+    elif cmd == "hold":
+        hold(float(sys.argv[2]))
+    elif cmd == "matmul":
+        matmul(float(sys.argv[2]))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,9 +1,9 @@
 """PyTorch probe for bench/gpu_check.sh, run under the core on a real NVIDIA GPU.
 
-    torch_probe.py fill            allocate 256 MiB tensors until OOM; print "filled <bytes>"
-    torch_probe.py meminfo         print "meminfo <free> <total>" from torch.cuda.mem_get_info
-    torch_probe.py hold GIB        allocate GIB GiB, print "held", wait for stdin to close
-    torch_probe.py matmul SECONDS  fp16 4096^3 matmuls for SECONDS; print "tflops <value>"
+torch_probe.py fill            allocate 256 MiB tensors until OOM; print "filled <bytes>"
+torch_probe.py meminfo         print "meminfo <free> <total>" from torch.cuda.mem_get_info
+torch_probe.py hold GIB        allocate GIB GiB, print "held", wait for stdin to close
+torch_probe.py matmul SECONDS  fp16 4096^3 matmuls for SECONDS; print "tflops <value>"
 """
 
 from __future__ import annotations
@@ -16,6 +16,12 @@ import torch
 MiB = 1 << 20
 
 
+def _emit(line: str) -> None:
+    """One result line on stdout, flushed at once: the shell script reads it while we run."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
 def fill() -> None:
     blocks = []
     try:
@@ -23,12 +29,12 @@ def fill() -> None:
             blocks.append(torch.empty(256 * MiB, dtype=torch.uint8, device="cuda"))
     except torch.OutOfMemoryError:
         pass
-    print(f"filled {len(blocks) * 256 * MiB}", flush=True)
+    _emit(f"filled {len(blocks) * 256 * MiB}")
 
 
 def hold(gib: float) -> None:
     x = torch.empty(int(gib * 1024) * MiB, dtype=torch.uint8, device="cuda")
-    print(f"held {x.numel()}", flush=True)
+    _emit(f"held {x.numel()}")
     sys.stdin.read()
 
 
@@ -46,7 +52,7 @@ def matmul(seconds: float) -> None:
         count += 20
         torch.cuda.synchronize()
     elapsed = time.monotonic() - start
-    print(f"tflops {2 * n**3 * count / elapsed / 1e12:.2f}", flush=True)
+    _emit(f"tflops {2 * n**3 * count / elapsed / 1e12:.2f}")
 
 
 def main() -> None:
@@ -55,7 +61,7 @@ def main() -> None:
         fill()
     elif cmd == "meminfo":
         free, total = torch.cuda.mem_get_info()
-        print(f"meminfo {free} {total}", flush=True)
+        _emit(f"meminfo {free} {total}")
     elif cmd == "hold":
         hold(float(sys.argv[2]))
     elif cmd == "matmul":

@@ -158,6 +158,14 @@ SIM_API CUresult cuDevicePrimaryCtxRelease_v2(CUdevice d) {
     return CUDA_SUCCESS;
 }
 
+SIM_API CUresult cuDevicePrimaryCtxReset_v2(CUdevice d) {
+    NEED_INIT();
+    VALID_DEV(d);
+    if (primary_refs[d] > 0) sim_mem_give(d, sim_cfg[d].context_bytes);
+    primary_refs[d] = 0;
+    return CUDA_SUCCESS;
+}
+
 SIM_API CUresult cuDevicePrimaryCtxGetState(CUdevice d, unsigned int *flags, int *active) {
     NEED_INIT();
     VALID_DEV(d);

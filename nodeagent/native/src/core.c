@@ -53,7 +53,7 @@ static void do_resolve(void) {
 void tr_resolve(void) { pthread_once(&resolve_once, do_resolve); }
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
-static int init_ok;
+static _Atomic int init_ok; /* read lock-free on every hooked call */
 static char init_err[512];
 
 const char *tr_init_error(void) { return init_err; }
@@ -81,11 +81,11 @@ static void do_init(void) {
 }
 
 int tr_ready(void) {
-    if (TR_LIKELY(init_ok)) return 1;
+    if (TR_LIKELY(atomic_load_explicit(&init_ok, memory_order_acquire))) return 1;
     tr_guard++;
     pthread_once(&init_once, do_init);
     tr_guard--;
-    return init_ok;
+    return atomic_load(&init_ok);
 }
 
 uint64_t tr_now_ns(void) {

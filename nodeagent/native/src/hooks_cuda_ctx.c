@@ -102,6 +102,24 @@ TR_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
     return r;
 }
 
+/* A reset destroys the primary context whatever its retain count: its footprint goes too. */
+TR_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
+    if (tr_guard || dev < 0 || dev >= 64) return REAL_FN(cuDevicePrimaryCtxReset_v2)(dev);
+    pthread_mutex_lock(&ctx_mu);
+    tr_guard++;
+    CUresult r = REAL_FN(cuDevicePrimaryCtxReset_v2)(dev);
+    tr_guard--;
+    if (r == CUDA_SUCCESS && primary_refs[dev] > 0) {
+        int idx;
+        uint64_t size;
+        primary_refs[dev] = 0;
+        if (tr_track_take(TR_K_CTX, (uint64_t)dev, &idx, &size) == 0 && size)
+            tr_mem_release(idx, size);
+    }
+    pthread_mutex_unlock(&ctx_mu);
+    return r;
+}
+
 TR_EXPORT CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev) {
     if (tr_guard) return REAL_FN(cuCtxCreate_v2)(pctx, flags, dev);
     if (!tr_ready()) return CUDA_ERROR_NOT_INITIALIZED;

@@ -70,7 +70,8 @@ TR_EXPORT void *dlsym(void *restrict handle, const char *restrict symbol) {
         int i = hook_index(symbol);
         if (i >= 0) {
             tr_resolve();
-            return hook_table[i].hook;
+            /* Never advertise an entry point the real driver lacks (older drivers). */
+            if (tr_real[hook_table[i].id]) return hook_table[i].hook;
         }
     }
     return real_dlsym(handle, symbol); /* must stay a tail call, see above */

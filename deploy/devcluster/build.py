@@ -140,7 +140,8 @@ def _run_go(args: list[str], cwd: Path, label: str) -> None:
             f"{label} failed (exit {code}) after {elapsed:.0f}s: go {' '.join(args)}\n"
             f"{output}\n{PROXY_HINT if 'proxy' in output or 'dial' in output else ''}"
         )
-    print(f"[build] {label}: done in {elapsed:.0f}s ({count} packages compiled)", flush=True)
+    compiled = f" ({count} packages compiled)" if count else ""
+    print(f"[build] {label}: done in {elapsed:.0f}s{compiled}", flush=True)
 
 
 @contextlib.contextmanager

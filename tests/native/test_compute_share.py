@@ -95,3 +95,18 @@ def test_region_reports_compute_used_and_throttling(share_run: Run) -> None:
     assert abs(dev.compute_used_ns / (SECONDS * 1e9) - 0.5) < 0.05
     assert dev.throttled_ns > 0.3 * SECONDS * 1e9
     assert dev.launches > 0
+
+
+def test_every_launch_api_is_metered(box: GpuBox) -> None:
+    # 40 x (four 1 ms kernel launches + one 10 us graph) = 160.4 ms of device time at 50 %.
+    c = box.container("meter", [(0, 1 * GiB, 50)])
+    proc = box.run(c, "probe", "meter")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    fields = proc.stdout.split()
+    assert fields[:3] == ["meter", "launches", "200"]
+    dev = region.read_region(c.region_dir).devices[0]
+    assert dev.launches == 200
+    device_ns = 40 * (4 * 1_000_000 + 10_000)
+    assert abs(dev.compute_used_ns - device_ns) < 0.05 * device_ns
+    # Half the device: the run takes about twice its device time (less the 10 ms burst).
+    assert int(fields[4]) >= 2 * device_ns - 25_000_000

@@ -187,7 +187,9 @@ static void post_launch(launch_t *l, CUresult r) {
         launch_t l;                                                                            \
         CUresult pre = pre_launch((uintptr_t)(key), (stream), (ptsz), &l);                     \
         if (pre != CUDA_SUCCESS) return pre;                                                   \
+        tr_guard++; /* a driver that re-enters an exported launch is not charged twice */      \
         CUresult r = REAL_FN(sym)(__VA_ARGS__);                                                \
+        tr_guard--;                                                                            \
         post_launch(&l, r);                                                                    \
         return r;                                                                              \
     } while (0)

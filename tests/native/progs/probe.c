@@ -5,6 +5,8 @@
  *   probe race SEED           print "ready", wait for a stdin line, then allocate random
  *                             chunks until the cap with churn; report held bytes
  *   probe getproc             check run-time symbol lookups all land on the core's hooks
+ *   probe meter               40 launches of 1 ms through each launch API, 40 graph launches;
+ *                             print "meter launches <n> elapsed_ns <ns>"
  */
 #include "common.h"
 
@@ -147,12 +149,46 @@ static int getproc(void) {
     return 0;
 }
 
+static int meter(void) {
+    CUdevice dev;
+    CUmodule mod;
+    CUfunction fn;
+    CUgraph g;
+    CUgraphExec ge;
+    CHECK(open_device(0, &dev));
+    CHECK(cuModuleLoadData(&mod, "meter"));
+    CHECK(cuModuleGetFunction(&fn, mod, "spin"));
+    CHECK(cuGraphCreate(&g, 0));
+    CHECK(cuGraphInstantiateWithFlags(&ge, g, 0));
+    CUresult (*launch_ptsz)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
+                            unsigned, unsigned, CUstream, void **, void **) = NULL;
+    CHECK(cuGetProcAddress_v2("cuLaunchKernel", (void **)&launch_ptsz, 12090,
+                              CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, NULL));
+    uint64_t dur = 1000000;
+    void *params[] = {&dur};
+    CUlaunchConfig cfg = {.gridDimX = 1, .gridDimY = 1, .gridDimZ = 1, .blockDimX = 1,
+                          .blockDimY = 1, .blockDimZ = 1};
+    uint64_t start = now_ns();
+    int n = 0;
+    for (int i = 0; i < 40; i++, n += 5) {
+        CHECK(cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL));
+        CHECK(launch_ptsz(fn, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL));
+        CHECK(cuLaunchKernelEx(&cfg, fn, params, NULL));
+        CHECK(cuLaunchCooperativeKernel(fn, 1, 1, 1, 1, 1, 1, 0, NULL, params));
+        CHECK(cuGraphLaunch(ge, NULL));
+        CHECK(cuCtxSynchronize());
+    }
+    printf("meter launches %d elapsed_ns %llu\n", n, (unsigned long long)(now_ns() - start));
+    return 0;
+}
+
 int main(int argc, char **argv) {
     const char *cmd = argc > 1 ? argv[1] : "info";
     if (!strcmp(cmd, "info")) return info(argc > 2 ? atoi(argv[2]) : 0);
     if (!strcmp(cmd, "hold")) return hold(argc > 2 ? strtoull(argv[2], NULL, 10) : 1 << 20);
     if (!strcmp(cmd, "race")) return race(argc > 2 ? (unsigned)atoi(argv[2]) : 1);
     if (!strcmp(cmd, "getproc")) return getproc();
+    if (!strcmp(cmd, "meter")) return meter();
     printf("FAIL unknown command %s\n", cmd);
     return 2;
 }

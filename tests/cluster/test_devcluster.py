@@ -26,16 +26,40 @@ DENY_MESSAGE = "Tranche tenants get GPUs through ResourceClaims, not nvidia.com/
 T = TypeVar("T")
 
 
-def wait_for(check: Callable[[], T | None], timeout: float, what: str) -> T:
-    """Poll `check` until it returns a truthy value; fail saying what never happened."""
+def wait_for(
+    check: Callable[[], T | None],
+    timeout: float,
+    what: str,
+    explain: Callable[[], str] | None = None,
+) -> T:
+    """Poll `check` until it returns a truthy value; fail saying what never happened.
+
+    `explain` adds the cluster's side of the story (conditions, events) to the failure.
+    """
     deadline = time.monotonic() + timeout
-    last: Any = None
     while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
+        result = check()
+        if result:
+            return result
         time.sleep(0.3)
-    pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}", pytrace=False)
+    detail = f"\n{explain()}" if explain else ""
+    pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}{detail}", pytrace=False)
+
+
+def explain_pod(core: client.CoreV1Api, namespace: str, name: str) -> str:
+    """Phase, conditions and events of a pod, for failure messages."""
+    pod = core.read_namespaced_pod(name, namespace)
+    conditions = [
+        f"{c.type}={c.status} {c.reason or ''} {c.message or ''}".strip()
+        for c in pod.status.conditions or []
+    ]
+    events = core.list_namespaced_event(namespace, field_selector=f"involvedObject.name={name}")
+    lines = [f"{e.type} {e.reason}: {e.message}" for e in events.items]
+    return (
+        f"pod {namespace}/{name}: phase={pod.status.phase} node={pod.spec.node_name}\n"
+        f"  conditions: {conditions}\n  claims: {pod.status.resource_claim_statuses}\n"
+        f"  events: {lines}"
+    )
 
 
 def gpu_pod(name: str, limits: dict[str, str] | None = None, claim_template: str = "") -> dict:
@@ -219,13 +243,23 @@ def test_four_pods_share_one_gpu_by_capacity_and_fifth_stays_pending(
     node, device_class = shared_gpu
     template = create_share_template(api, namespace, device_class)
 
-    names = [f"share-{i}" for i in range(4)]
-    for name in names:
+    # One pod at a time: created together, the scheduler in v1.37.2 now and then
+    # (about 1 run in 8 here) counts a share twice while an allocation is in
+    # flight, marks the fourth pod "cannot allocate all claims" and does not
+    # retry it for minutes. That race is reported separately; this test pins
+    # down the capacity arithmetic.
+    pods = []
+    for i in range(4):
+        name = f"share-{i}"
         core.create_namespaced_pod(namespace, gpu_pod(name, claim_template=template))
-    pods = [
-        wait_for(lambda n=n: running_pod(core, namespace, n), 90, f"pod {namespace}/{n} Running")
-        for n in names
-    ]
+        pods.append(
+            wait_for(
+                lambda n=name: running_pod(core, namespace, n),
+                90,
+                f"pod {namespace}/{name} Running",
+                lambda n=name: explain_pod(core, namespace, n),
+            )
+        )
 
     share_ids = set()
     for pod in pods:
@@ -249,7 +283,12 @@ def test_four_pods_share_one_gpu_by_capacity_and_fifth_stays_pending(
             None,
         )
 
-    condition = wait_for(unschedulable, 60, "the scheduler to mark share-4 Unschedulable")
+    condition = wait_for(
+        unschedulable,
+        60,
+        "the scheduler to mark share-4 Unschedulable",
+        lambda: explain_pod(core, namespace, "share-4"),
+    )
     pod = core.read_namespaced_pod("share-4", namespace)
     assert pod.status.phase == "Pending"
     assert pod.spec.node_name is None
@@ -277,7 +316,12 @@ def test_device_quota_refuses_second_claim(kube_cluster, namespace, shared_gpu):
     template = create_share_template(api, namespace, device_class)
 
     core.create_namespaced_pod(namespace, gpu_pod("first", claim_template=template))
-    wait_for(lambda: running_pod(core, namespace, "first"), 90, "pod first Running")
+    wait_for(
+        lambda: running_pod(core, namespace, "first"),
+        90,
+        "pod first Running",
+        lambda: explain_pod(core, namespace, "first"),
+    )
     used = core.read_namespaced_resource_quota(quota, namespace).status.used
     assert used[quota_key] == "1"
 
@@ -289,7 +333,12 @@ def test_device_quota_refuses_second_claim(kube_cluster, namespace, shared_gpu):
         ).items
         return next((e for e in events if e.reason == "FailedResourceClaimCreation"), None)
 
-    event = wait_for(quota_event, 60, "a FailedResourceClaimCreation event on pod second")
+    event = wait_for(
+        quota_event,
+        60,
+        "a FailedResourceClaimCreation event on pod second",
+        lambda: explain_pod(core, namespace, "second"),
+    )
     assert "exceeded quota" in event.message
     assert quota in event.message
     pod = core.read_namespaced_pod("second", namespace)

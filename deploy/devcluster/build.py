@@ -138,7 +138,7 @@ def _run_go(args: list[str], cwd: Path, label: str) -> None:
         output = "\n".join(tail)
         raise BuildError(
             f"{label} failed (exit {code}) after {elapsed:.0f}s: go {' '.join(args)}\n"
-            f"{output}\n{PROXY_HINT if 'proxy' in output or 'dial' in output else ''}"
+            f"{output}\n{PROXY_HINT if args[0] == 'mod' or 'proxy' in output else ''}"
         )
     compiled = f" ({count} packages compiled)" if count else ""
     print(f"[build] {label}: done in {elapsed:.0f}s{compiled}", flush=True)

@@ -51,7 +51,9 @@ lint: deps
 imports: deps
 	$(VENV)/bin/lint-imports
 
-pytest: setup native-sanitize
+# The control plane is built before pytest starts: a cold build takes minutes, longer than any
+# one test's timeout. A failed build fails the run (the cluster tier is never skipped silently).
+pytest: setup native-sanitize cluster-build
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
 test: lint imports pytest

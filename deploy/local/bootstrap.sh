@@ -14,6 +14,11 @@ command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
 [ -x /usr/bin/chromium ] || need+=(chromium)
 command -v gcc >/dev/null 2>&1 || need+=(gcc make)
+# The core's region reclaimer needs libatomic; the sanitizer builds need gcc's ASan/UBSan runtimes.
+dpkg -s libatomic1 >/dev/null 2>&1 || need+=(libatomic1)
+dpkg -s libasan8 >/dev/null 2>&1 || need+=(libasan8 libubsan1)
+# kubelet-lite runs simulated pod workloads in a private mount namespace (unshare).
+command -v unshare >/dev/null 2>&1 || need+=(util-linux)
 if [ ${#need[@]} -gt 0 ]; then
   echo "bootstrap: installing Debian packages: ${need[*]}"
   if [ "$(id -u)" -ne 0 ]; then

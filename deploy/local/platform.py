@@ -97,9 +97,20 @@ def _portal_healthy(url: str) -> bool:
         return False
 
 
+def _cluster_up() -> None:
+    """Start the local control plane (built on first use; minutes cold, seconds warm)."""
+    if os.environ.get("KUBECONFIG"):
+        print(f"Kubernetes: using existing cluster from KUBECONFIG={os.environ['KUBECONFIG']}")
+        return
+    res = subprocess.run([sys.executable, "-m", "deploy.devcluster", "up"], cwd=REPO, check=False)
+    if res.returncode != 0:
+        raise PlatformError("the local control plane did not start (see the lines above)")
+
+
 def run() -> None:
     for line in services.up():
         print(line)
+    _cluster_up()
     _manage("migrate", "--noinput")
     print("database migrated")
     print(_manage("seed_demo").strip())
@@ -110,17 +121,26 @@ def run() -> None:
     url = f"http://127.0.0.1:{_port()}"
     if not procs.wait_until(lambda: _portal_healthy(url), 60, 0.25):
         raise PlatformError(f"the portal did not answer {url}/healthz; see {state}/logs/portal.log")
+    from deploy.local import agents
+
+    for line in agents.start(state, _env(), _port()):
+        print(line)
     print(f"\nTranche portal: {url}/   (readiness: {url}/readyz, admin: {url}/admin/)")
     print("Stop everything with: make stop")
 
 
 def stop() -> None:
+    from deploy.local import agents
+
     state = services.layout().state
+    agents.stop(state)
     for name in processes():
         if procs.stop_named(name, state):
             print(f"{name} stopped")
     services.down()
     print("PostgreSQL and Redis stopped")
+    if not os.environ.get("KUBECONFIG"):
+        subprocess.run([sys.executable, "-m", "deploy.devcluster", "down"], cwd=REPO, check=False)
 
 
 def status() -> None:

@@ -184,6 +184,9 @@ class Watcher:
         self.relists: dict[str, int] = defaultdict(int)
         self._projects: dict[str, int] = {}
         self._projects_at = 0.0
+        self._streams: set[urllib3.HTTPResponse] = set()
+        self._streams_lock = threading.Lock()
+        self.threads: list[threading.Thread] = []
 
     # -- tenant namespaces (from the database, the truth) ---------------------------------------
     def projects(self) -> dict[str, int]:
@@ -206,7 +209,7 @@ class Watcher:
             "GET",
             path,
             query,
-            {"Accept": "application/json"},
+            headers={"Accept": "application/json"},
             timeout=(5, WATCH_SECONDS + 30) if stream else (5, 60),
         )
         return resp.response
@@ -226,6 +229,8 @@ class Watcher:
             ("timeoutSeconds", WATCH_SECONDS),
         ]
         resp = self._get(RESOURCES[resource], query, stream=True)
+        with self._streams_lock:
+            self._streams.add(resp)
         try:
             for line in _stream_lines(resp):
                 event = json.loads(line)
@@ -242,9 +247,19 @@ class Watcher:
                 if self.stop.is_set():
                     return
         finally:
+            with self._streams_lock:
+                self._streams.discard(resp)
             resp.release_conn()
 
     def run_resource(self, resource: str) -> None:
+        try:
+            self._run_resource(resource)
+        finally:
+            from django.db import connections
+
+            connections.close_all()  # this thread's connection (namespace -> project lookups)
+
+    def _run_resource(self, resource: str) -> None:
         backoff = 0.5
         while not self.stop.is_set():
             try:
@@ -263,6 +278,8 @@ class Watcher:
                 self.stop.wait(backoff)
                 backoff = min(backoff * 2, 10)
             except (urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
+                if self.stop.is_set():
+                    return  # close() cut the stream
                 # keep the resourceVersion: the next watch resumes where this one stopped
                 log.warning("%s: connection lost (%s); resuming in %.1fs", resource, exc, backoff)
                 self.stop.wait(backoff)
@@ -332,7 +349,24 @@ class Watcher:
         threads.append(threading.Thread(target=self.run_flusher, name="flush", daemon=True))
         for t in threads:
             t.start()
+        self.threads = threads
         return threads
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Stop every thread: cut open watch streams instead of waiting for their timeout.
+
+        Each thread closes its own database connection on the way out."""
+        self.stop.set()
+        with self._streams_lock:
+            streams = list(self._streams)
+        for resp in streams:
+            resp.shutdown()
+        deadline = time.monotonic() + timeout
+        for t in self.threads:
+            t.join(max(0.0, deadline - time.monotonic()))
+        alive = [t.name for t in self.threads if t.is_alive()]
+        if alive:
+            log.warning("watcher threads still running after %.0fs: %s", timeout, alive)
 
 
 def main() -> None:
@@ -349,7 +383,9 @@ def main() -> None:
         while all(t.is_alive() for t in threads):
             time.sleep(1)
     except KeyboardInterrupt:
-        watcher.stop.set()
+        pass
+    finally:
+        watcher.close()
 
 
 if __name__ == "__main__":

@@ -1,11 +1,23 @@
-"""The watcher turns live claims into the quota page's entitled / allocated / pending figures."""
+"""The watcher turns live claims into the quota page's entitled / allocated / pending figures.
+
+No node agent runs here: the test publishes the ResourceSlice an agent would publish for one kwok
+node (the agent's own pure renderer), so the real scheduler can allocate a slice to a pod. The
+figures are read the way a tenant reads them: the quota page rendered by the portal.
+"""
 
 from __future__ import annotations
 
+import html
+import re
+
+from django.test import Client
+from django.urls import reverse
 from kubernetes import client
 
 from controller.reconcile import reconcile_project
 from controller.watch import Watcher
+from nodeagent.discovery import GpuInfo
+from nodeagent.slices import render_resource_slice
 from tests.cluster.controller.conftest import wait_for
 
 CLASS = "tranche-v100-8g"
@@ -13,92 +25,116 @@ GPU = "Tesla V100-PCIE-32GB"
 
 
 def _slice(node: str) -> dict:
-    device = {
-        "name": "gpu-0",
-        "allowMultipleAllocations": True,
-        "attributes": {"productName": {"string": GPU}, "uuid": {"string": f"GPU-{node}"}},
-        "capacity": {"memory": {"value": "32Gi"}, "cores": {"value": "100"}},
-    }
+    gpu = GpuInfo(
+        index=0,
+        minor=0,
+        name=GPU,
+        uuid=f"GPU-{node}",
+        memory_bytes=32 * 1024**3,
+        compute_capability="7.0",
+        architecture="Volta",
+        driver_version="550.54.15",
+        cuda_version="12.4",
+        sm_count=80,
+        mig_enabled=False,
+    )
+    return render_resource_slice(node, [gpu], generation=1)
+
+
+def _quota_row(page: str, device_class: str) -> list[str] | None:
+    """Cells (text) of the slices-table row of `device_class` on the quota page, or None."""
+    for row in re.findall(r"<tr>(.*?)</tr>", page, flags=re.S):
+        if f"<code>{device_class}</code>" in row:
+            cells = re.findall(r"<td>(.*?)</td>", row, flags=re.S)
+            return [" ".join(html.unescape(re.sub(r"<[^>]+>", " ", c)).split()) for c in cells]
+    return None
+
+
+def _pod(node: str) -> dict:
     return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceSlice",
-        "metadata": {"name": f"{node}-gpu"},
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "llm"},
         "spec": {
-            "driver": "gpu.tranche.dev",
-            "nodeName": node,
-            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
-            "devices": [device],
+            "nodeSelector": {"kubernetes.io/hostname": node},
+            "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": CLASS}],
+            "containers": [
+                {
+                    "name": "llm",
+                    "image": "registry.invalid/llm:1",
+                    "resources": {"claims": [{"name": "gpu"}]},
+                }
+            ],
         },
     }
 
 
-def test_quota_page_shows_entitled_allocated_pending(tenant, kube_cluster, fake_gpu_nodes) -> None:
-    from portal.orders.selectors import quota_lines
+def _waiting_claim() -> dict:
+    """A claim in the documented form that no pod uses: the scheduler never allocates it."""
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": "waiting"},
+        "spec": {
+            "devices": {
+                "requests": [
+                    {
+                        "name": "gpu",
+                        "exactly": {
+                            "deviceClassName": CLASS,
+                            "count": 1,
+                            "capacity": {"requests": {"memory": "8Gi", "cores": "25"}},
+                        },
+                    }
+                ]
+            }
+        },
+    }
 
+
+def test_quota_page_shows_entitled_allocated_pending(
+    tenant, make_tenant, kube_cluster, fake_gpu_nodes
+) -> None:
     tenant.order(CLASS, 2)
     reconcile_project(tenant.project.pk)
     api, ns = kube_cluster.api_client, tenant.namespace
     custom, core = client.CustomObjectsApi(api), client.CoreV1Api(api)
     node = fake_gpu_nodes(1)[0]
-    custom.create_cluster_custom_object("resource.k8s.io", "v1", "resourceslices", _slice(node))
+    resource_slice = _slice(node)
+    custom.create_cluster_custom_object("resource.k8s.io", "v1", "resourceslices", resource_slice)
+    owner = Client()
+    owner.force_login(tenant.membership.user)
+    url = reverse("quota", args=[tenant.project.pk])
     watcher = Watcher(api, flush_interval=0.3)
     watcher.start()
     try:
+        before = _quota_row(owner.get(url).content.decode(), CLASS)
+        assert before is not None, "the quota page has no row for the product just bought"
+        assert before[:3] == ["2", "not yet reported", "not yet reported"], before
         wait_for(
             lambda: core.read_namespaced_resource_quota("tranche-quota", ns).status.hard or {},
             20,
             "the quota status",
         )
-        pod = {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": "llm"},
-            "spec": {
-                "nodeName": None,
-                "nodeSelector": {"kubernetes.io/hostname": node},
-                "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": CLASS}],
-                "containers": [
-                    {
-                        "name": "llm",
-                        "image": "registry.invalid/llm:1",
-                        "resources": {"claims": [{"name": "gpu"}]},
-                    }
-                ],
-            },
-        }
-        core.create_namespaced_pod(ns, pod)
-        waiting = {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "ResourceClaim",
-            "metadata": {"name": "waiting"},
-            "spec": {
-                "devices": {
-                    "requests": [
-                        {
-                            "name": "gpu",
-                            "exactly": {
-                                "deviceClassName": CLASS,
-                                "count": 1,
-                                "capacity": {"requests": {"memory": "8Gi", "cores": "25"}},
-                            },
-                        }
-                    ]
-                }
-            },
-        }
+        core.create_namespaced_pod(ns, _pod(node))
         custom.create_namespaced_custom_object(
-            "resource.k8s.io", "v1", ns, "resourceclaims", waiting
+            "resource.k8s.io", "v1", ns, "resourceclaims", _waiting_claim()
         )
 
-        def figures() -> tuple | None:
-            lines = [x for x in quota_lines(tenant.project) if x.product.device_class == CLASS]
-            got = (lines[0].entitled, lines[0].allocated, lines[0].pending) if lines else None
-            return got if got == (2, 1, 1) else None
+        def page_figures() -> list[str] | None:
+            response = owner.get(url)
+            assert response.status_code == 200, response.status_code
+            row = _quota_row(response.content.decode(), CLASS)
+            return row if row and row[:3] == ["2", "1", "1"] else None
 
-        wait_for(figures, 60, "quota page to show entitled 2, allocated 1, pending 1")
+        wait_for(page_figures, 60, "the quota page to show entitled 2, in use 1, pending 1")
         assert watcher.relists["claims"] == 1  # resumed from resourceVersion, never relisted
+
+        outsider = Client()
+        outsider.force_login(make_tenant().membership.user)
+        assert outsider.get(url).status_code == 404, "another tenant must not see this quota"
     finally:
-        watcher.stop.set()
+        watcher.close()
         custom.delete_cluster_custom_object(
-            "resource.k8s.io", "v1", "resourceslices", f"{node}-gpu"
+            "resource.k8s.io", "v1", "resourceslices", resource_slice["metadata"]["name"]
         )

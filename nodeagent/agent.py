@@ -22,6 +22,7 @@ log = logging.getLogger("nodeagent")
 REPO = Path(__file__).resolve().parent.parent
 SIMGPU_DIR = REPO / "nodeagent" / "native" / "build" / "simgpu"
 CORE_LIB = REPO / "nodeagent" / "native" / "build" / "libtranche.so"
+PUBLISH_EVERY = 10.0  # seconds: re-check the pool (repairs drift) and renew the lease
 
 
 @dataclass(frozen=True)
@@ -111,6 +112,17 @@ async def run(opts: Options) -> None:
         log.info("agent of node %s stopped", opts.node)
 
 
+async def _guarded(loop, what: str, fn, *args) -> bool:
+    """Run blocking `fn` in the executor; an API server or network error is logged and retried
+    on a later tick instead of ending the agent."""
+    try:
+        await loop.run_in_executor(None, fn, *args)
+    except Exception as exc:  # any failure: retry on a later tick
+        log.warning("%s failed, retrying: %s", what, exc)
+        return False
+    return True
+
+
 async def _loop(opts: Options, gpus, publisher, lite, collector) -> None:
     """Tick at `interval` until SIGTERM/SIGINT; blocking work runs in the default executor."""
     from nodeagent import metrics
@@ -131,11 +143,11 @@ async def _loop(opts: Options, gpus, publisher, lite, collector) -> None:
     try:
         while not stop.is_set():
             started = time.monotonic()
-            if started - last_publish > 10:
-                await loop.run_in_executor(None, publisher.publish, gpus)
+            due = started - last_publish > PUBLISH_EVERY
+            if due and await _guarded(loop, "publishing the pool", publisher.publish, gpus):
                 last_publish = started
             if lite is not None:
-                await loop.run_in_executor(None, lite.sync)
+                await _guarded(loop, "kubelet-lite sync", lite.sync)
             gpu_status, pods = await loop.run_in_executor(None, collector.collect)
             if stream is not None:
                 stream.offer(gpu_status, pods)

@@ -3,8 +3,8 @@
 `python -m nodeagent.workload --memory-gib 10 --duty 0.5 --seconds 60` allocates memory in
 1 GiB steps, then launches kernels at the duty cycle until stopped. It talks to libcuda.so.1
 through ctypes, so under the interception core every call goes through the core's hooks. One
-JSON line per event on stdout ({"event": "alloc", "gib": 9, "result": "CUDA_ERROR_..."}) lets
-tests and operators see exactly what the core answered.
+JSON line per event on stdout ({"event": "alloc", "bytes": …, "result": "CUDA_ERROR_...",
+"t": <unix time>}) lets tests and operators see exactly what the core answered, and when.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ GIB = 1024**3
 
 
 def _say(**event: object) -> None:
-    sys.stdout.write(json.dumps(event) + "\n")
+    sys.stdout.write(json.dumps({**event, "t": round(time.time(), 4)}) + "\n")
     sys.stdout.flush()
 
 

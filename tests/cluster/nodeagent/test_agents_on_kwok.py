@@ -1,199 +1,144 @@
-"""Node agents on the real control plane: 2 kwok nodes x 4 simulated V100.
+"""Node agents on the real control plane: kwok nodes x 4 simulated V100.
 
-Slices the API server accepts; pods using the documented claim template allocated by the real
-scheduler (4 x 8 GiB share one GPU, a fifth goes elsewhere, the pod after all are full stays
-Pending); and the full simulation path (kubelet-lite -> gRPC prepare -> workload under the
-core -> portal) for one pod whose workload overruns its 8 GiB.
+The API server accepts the agents' ResourceSlices; the real scheduler allocates pods using the
+documented claim template (controller renderers) onto those devices: 4 x 8 GiB share one GPU, a
+fifth goes to another GPU, and with every GPU full the next pod stays Pending. The capacity
+request policy holds only the sellable sizes, so every allocation consumes one of them.
+Pods are created one at a time, each waited for: concurrent shares of one device can wait
+minutes in the v1.37.2 scheduler (docs/devcluster.md).
 """
 
 from __future__ import annotations
 
-import json
-import os
 import secrets
-import subprocess
-import sys
-import tempfile
-import time
 from collections import Counter
-from pathlib import Path
 
-import pytest
 from kubernetes import client
 
 from deploy.devcluster.nodes import create_fake_gpu_nodes, delete_fake_nodes
-
-REPO = Path(__file__).resolve().parents[3]
-DRIVER = "gpu.tranche.dev"
-
-
-def _wait(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(0.25)
+from tests.cluster.nodeagent.conftest import (
+    agent_slices,
+    allocation_of,
+    create_pod,
+    create_template,
+    describe_pod,
+    wait_for,
+)
 
 
-@pytest.fixture(scope="module")
-def agents(kube_cluster):
-    """Two kwok nodes, each with a publish-only agent (no workloads: keeps 2 cores free)."""
-    prefix = f"tr-agent-{secrets.token_hex(2)}"
-    nodes = create_fake_gpu_nodes(kube_cluster.api_client, 2, prefix=prefix)
-    root = Path(tempfile.mkdtemp(prefix="tr-ag-"))
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-m", "nodeagent", "run", "--node", n, "--simulate",
-             "--no-kubelet-lite", "--kubeconfig", str(kube_cluster.kubeconfig),
-             "--state-dir", str(root / n), "--kubelet-dir", str(root / n / "k"),
-             "--cdi-dir", str(root / n / "cdi"), "--interval", "0.5"],
-            cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO)),
-            stdout=open(root / f"{n}.log", "wb"), stderr=subprocess.STDOUT,  # noqa: SIM115
-        )
-        for n in nodes
-    ]  # fmt: skip
-    yield nodes, root
-    for p in procs:
-        p.terminate()
-        p.wait(timeout=20)
-    delete_fake_nodes(kube_cluster.api_client, nodes)
+def _nodes(api, count: int) -> list[str]:
+    return create_fake_gpu_nodes(api, count, prefix=f"tr-agent-{secrets.token_hex(2)}")
 
 
-def _slices(api, nodes) -> list[dict]:
-    resp = client.ResourceV1Api(api).list_resource_slice(
-        field_selector=f"spec.driver={DRIVER}", _preload_content=False
+def _place(api, ns: str, name: str, product, *, nodes: list[str], agents) -> tuple[str, str, dict]:
+    """Create one pod and wait until its claim is allocated: (pool, device, consumed)."""
+    create_pod(api, ns, name, product, nodes=nodes)
+    result = wait_for(
+        lambda: allocation_of(api, ns, name),
+        60,
+        lambda: (
+            f"allocation of {name}\n{describe_pod(api, ns, name)}\n"
+            + "\n".join(a.log_tail(10) for a in agents)
+        ),
     )
-    return [s for s in json.loads(resp.data)["items"] if s["spec"]["nodeName"] in nodes]
+    return result["pool"], result["device"], result.get("consumedCapacity") or {}
 
 
-def _device_class(api, name: str) -> None:
-    client.ResourceV1Api(api).create_device_class(
-        {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "DeviceClass",
-            "metadata": {"name": name},
-            "spec": {
-                "selectors": [
-                    {
-                        "cel": {
-                            "expression": f'device.driver == "{DRIVER}" && device.attributes'
-                            f'["{DRIVER}"].productName == "Tesla V100-PCIE-32GB"'
-                        }
-                    }
-                ]
-            },
-        }
+def _wait_unschedulable(api, ns: str, name: str) -> str:
+    core = client.CoreV1Api(api)
+
+    def refused() -> str | None:
+        pod = core.read_namespaced_pod(name, ns)
+        for c in pod.status.conditions or []:
+            if c.type == "PodScheduled" and c.status == "False" and c.reason == "Unschedulable":
+                return c.message or ""
+        return None
+
+    message = wait_for(
+        refused, 30, lambda: f"{name} to be unschedulable\n{describe_pod(api, ns, name)}"
     )
+    pod = core.read_namespaced_pod(name, ns)
+    assert pod.status.phase == "Pending", describe_pod(api, ns, name)
+    assert not pod.spec.node_name, describe_pod(api, ns, name)
+    assert allocation_of(api, ns, name) is None
+    return message
 
 
-def _template(api, ns: str, cls: str) -> None:
-    """The documented form (issue 6): named like the class, one request `gpu`."""
-    client.ResourceV1Api(api).create_namespaced_resource_claim_template(
-        ns,
-        {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "ResourceClaimTemplate",
-            "metadata": {"name": cls},
-            "spec": {
-                "spec": {
-                    "devices": {
-                        "requests": [
-                            {
-                                "name": "gpu",
-                                "exactly": {
-                                    "deviceClassName": cls,
-                                    "count": 1,
-                                    "capacity": {"requests": {"memory": "8Gi", "cores": "25"}},
-                                },
-                            }
-                        ]
-                    }
-                }
-            },
-        },
-    )
-
-
-def _pod(api, ns: str, name: str, cls: str, nodes: list[str], *, annotations=None) -> None:
-    client.CoreV1Api(api).create_namespaced_pod(
-        ns,
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": name, "annotations": annotations or {}},
-            "spec": {
-                "affinity": {
-                    "nodeAffinity": {
-                        "requiredDuringSchedulingIgnoredDuringExecution": {
-                            "nodeSelectorTerms": [
-                                {
-                                    "matchExpressions": [
-                                        {
-                                            "key": "kubernetes.io/hostname",
-                                            "operator": "In",
-                                            "values": nodes,
-                                        }
-                                    ]
-                                }
-                            ]
-                        }
-                    }
-                },
-                "containers": [
-                    {"name": "main", "image": "busybox", "resources": {"claims": [{"name": "gpu"}]}}
-                ],
-                "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": cls}],
-            },
-        },
-    )
-
-
-def _allocations(api, ns: str) -> list[tuple[str, str]]:
-    resp = client.ResourceV1Api(api).list_namespaced_resource_claim(ns, _preload_content=False)
-    out = []
-    for c in json.loads(resp.data)["items"]:
-        for r in (
-            (c.get("status", {}).get("allocation") or {}).get("devices", {}).get("results", [])
-        ):
-            out.append((r["pool"], r["device"]))
-    return out
-
-
-def test_slices_accepted_and_scheduler_packs_8gib_shares(kube_cluster, agents, namespace):
+def test_slices_accepted_and_scheduler_packs_8gib_shares(
+    kube_cluster, start_agent, products, namespace
+):
     api = kube_cluster.api_client
-    nodes, _ = agents
-    slices = _wait(lambda: len(s := _slices(api, nodes)) == 2 and s, 60, "2 ResourceSlices")
-    for s in slices:
-        assert len(s["spec"]["devices"]) == 4
-        assert s["spec"]["devices"][0]["allowMultipleAllocations"] is True
-    cls = f"tranche-v100-8g-{secrets.token_hex(2)}"
-    _device_class(api, cls)
+    nodes = _nodes(api, 2)
     try:
-        _template(api, namespace, cls)
-        for i in range(5):  # all on the first node: 4 share a GPU, the fifth needs another
-            _pod(api, namespace, f"p{i}", cls, nodes[:1])
-        allocs = _wait(lambda: len(a := _allocations(api, namespace)) == 5 and a, 60, "5 allocs")
-        per_device = Counter(allocs)
-        assert max(per_device.values()) == 4, per_device
-        assert len(per_device) == 2, per_device
-        for i in range(5, 32):  # fill all 8 GPUs of both nodes
-            _pod(api, namespace, f"p{i}", cls, nodes)
-        allocs = _wait(lambda: len(a := _allocations(api, namespace)) == 32 and a, 120, "32")
-        assert set(Counter(allocs).values()) == {4}
-        _pod(api, namespace, "one-too-many", cls, nodes)
-        core = client.CoreV1Api(api)
+        agents = [start_agent(n, "--no-kubelet-lite") for n in nodes]
+        slices = wait_for(
+            lambda: len(s := agent_slices(api, nodes)) == 2 and s,
+            60,
+            lambda: "2 ResourceSlices\n" + "\n".join(a.log_tail() for a in agents),
+        )
+        for s in slices:
+            assert len(s["spec"]["devices"]) == 4
+            assert all(d["allowMultipleAllocations"] is True for d in s["spec"]["devices"])
+            owner = s["metadata"]["ownerReferences"][0]
+            assert (owner["kind"], owner["name"]) == ("Node", s["spec"]["nodeName"])
+        v100_8g = products(8192, 25)
+        create_template(api, namespace, v100_8g)
 
-        def unschedulable() -> bool:
-            pod = core.read_namespaced_pod("one-too-many", namespace)
-            return any(
-                c.type == "PodScheduled" and c.status == "False"
-                for c in (pod.status.conditions or [])
-            )
+        def place(i: int, on: list[str]) -> tuple[str, str, dict]:
+            return _place(api, namespace, f"p{i}", v100_8g, nodes=on, agents=agents)
 
-        _wait(unschedulable, 30, "the 33rd pod to be reported unschedulable")
-        assert core.read_namespaced_pod("one-too-many", namespace).status.phase == "Pending"
+        first = [place(i, nodes[:1]) for i in range(5)]
+        per_device = Counter((pool, dev) for pool, dev, _ in first)
+        assert sorted(per_device.values()) == [1, 4], per_device  # 4 share one GPU, 1 elsewhere
+        assert all(used == {"memory": "8Gi", "cores": "25"} for *_, used in first), first
+
+        rest = [place(i, nodes) for i in range(5, 32)]
+        per_device = Counter((pool, dev) for pool, dev, _ in first + rest)
+        assert len(per_device) == 8, per_device
+        assert set(per_device.values()) == {4}, per_device
+
+        create_pod(api, namespace, "one-too-many", v100_8g, nodes=nodes)
+        message = _wait_unschedulable(api, namespace, "one-too-many")
+        assert "claim" in message, message
     finally:
-        client.ResourceV1Api(api).delete_device_class(cls)
+        delete_fake_nodes(api, nodes)
+
+
+def test_request_policy_admits_exactly_the_sellable_sizes(
+    kube_cluster, start_agent, products, namespace
+):
+    """Sellable sizes are consumed as asked; a size between two is rounded up to the next
+    sellable one (the scheduler applies the policy); a size above all of them never fits."""
+    api = kube_cluster.api_client
+    nodes = _nodes(api, 1)
+    try:
+        agent = start_agent(nodes[0], "--no-kubelet-lite")
+        (published,) = wait_for(
+            lambda: agent_slices(api, nodes), 60, lambda: "the slice\n" + agent.log_tail()
+        )
+        for device in published["spec"]["devices"]:
+            memory, cores = device["capacity"]["memory"], device["capacity"]["cores"]
+            assert memory["value"] == "32Gi"
+            assert cores["value"] == "100"
+            assert memory["requestPolicy"] == {
+                "default": "8Gi",
+                "validValues": ["8Gi", "16Gi", "32Gi"],
+            }
+            assert cores["requestPolicy"] == {"default": "25", "validValues": ["25", "50", "100"]}
+        cases = [  # (memory MiB, cores %) asked -> consumed
+            ((8192, 25), {"memory": "8Gi", "cores": "25"}),
+            ((16384, 50), {"memory": "16Gi", "cores": "50"}),
+            ((32768, 100), {"memory": "32Gi", "cores": "100"}),
+            ((12288, 30), {"memory": "16Gi", "cores": "50"}),
+        ]
+        for i, ((mib, pct), consumed) in enumerate(cases):
+            product = products(mib, pct)
+            create_template(api, namespace, product)
+            _, _, used = _place(api, namespace, f"size-{i}", product, nodes=nodes, agents=[agent])
+            assert used == consumed, (mib, pct, used)
+        too_big = products(40960, 100)
+        create_template(api, namespace, too_big)
+        create_pod(api, namespace, "size-40g", too_big, nodes=nodes)
+        _wait_unschedulable(api, namespace, "size-40g")
+    finally:
+        delete_fake_nodes(api, nodes)

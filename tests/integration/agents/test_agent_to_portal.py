@@ -10,7 +10,6 @@ import asyncio
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -27,6 +26,7 @@ from nodeagent.status import Collector
 from nodeagent.stream import StatusStream
 from portal.agents import selectors, services
 from portal.tenants.models import Organization, Project
+from tests.integration.agents.portal_process import serve_portal
 from tests.unit.nodeagent.conftest import NODE, allocated_claim, v100
 
 REPO = Path(__file__).resolve().parents[3]
@@ -40,12 +40,6 @@ pytestmark = [
         reason="needs `make -C nodeagent/native` (libtranche.so, simgpu) and unshare(1)",
     ),
 ]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _pod_row():
@@ -71,25 +65,8 @@ def _wait(predicate, timeout: float, what: str):
 
 @pytest.fixture
 def portal_url():
-    port = _free_port()
-    env = dict(os.environ, TRANCHE_DEBUG="1", TRANCHE_DB_NAME=connection.settings_dict["NAME"])
-    env["TRANCHE_DB_CONN_MAX_AGE"] = "0"
-    proc = subprocess.Popen(
-        [str(Path(sys.executable).parent / "daphne"), "-b", "127.0.0.1", "-p", str(port),
-         "portal.asgi:application"],
-        cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )  # fmt: skip
-
-    def up() -> bool:
-        with socket.socket() as s:
-            return s.connect_ex(("127.0.0.1", port)) == 0
-
-    try:
-        _wait(up, 30, f"daphne on port {port}")
-        yield f"ws://127.0.0.1:{port}/ws/agent/"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+    with serve_portal(connection.settings_dict["NAME"]) as portal:
+        yield portal.url
 
 
 @pytest.fixture

@@ -1,0 +1,70 @@
+"""The portal served for real (daphne on a free port, real Redis channel layer, the test
+PostgreSQL database), for tests whose agents connect over a websocket. Shared by the
+integration and cluster tiers."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass(frozen=True)
+class Portal:
+    url: str  # ws://127.0.0.1:<port>/ws/agent/
+    log: Path  # daphne's stdout and stderr, for failure messages
+
+    def log_tail(self, lines: int = 30) -> str:
+        text = self.log.read_text(errors="replace") if self.log.exists() else ""
+        return "\n".join(text.splitlines()[-lines:])
+
+
+@contextmanager
+def serve_portal(db_name: str, timeout: float = 30) -> Iterator[Portal]:
+    """Start daphne on the test database; stopped (and waited for) even if the test fails."""
+    port = free_port()
+    env = dict(os.environ, TRANCHE_DEBUG="1", TRANCHE_DB_NAME=db_name)
+    env["TRANCHE_DB_CONN_MAX_AGE"] = "0"
+    log = Path(tempfile.mkstemp(prefix="tr-daphne-", suffix=".log")[1])
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [str(Path(sys.executable).parent / "daphne"), "-b", "127.0.0.1", "-p", str(port),
+             "portal.asgi:application"],
+            cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    portal = Portal(f"ws://127.0.0.1:{port}/ws/agent/", log)
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(
+                    f"daphne did not listen on port {port} within {timeout:.0f}s "
+                    f"(exit {proc.poll()}):\n{portal.log_tail()}"
+                )
+            time.sleep(0.1)
+        yield portal
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

@@ -63,7 +63,7 @@ def start_agent(kube_cluster) -> Iterator[Callable[..., Agent]]:
     started: list[Agent] = []
     root = Path(tempfile.mkdtemp(prefix="tr-ag-"))
 
-    def _start(node: str, *args: str, interval: float = 0.5) -> Agent:
+    def _start(node: str, *args: str, interval: float = 1.0) -> Agent:
         home = root / node
         home.mkdir(parents=True)
         log = root / f"{node}.log"

@@ -249,6 +249,48 @@ def _stop(settings: Settings, component: Component, quiet: bool) -> None:
     pid_file.unlink(missing_ok=True)
 
 
+def component(settings: Settings, name: str) -> Component:
+    """The component called `name` (one of `components.COMPONENTS`)."""
+    for candidate in all_components(settings):
+        if candidate.name == name:
+            return candidate
+    names = ", ".join(c.name for c in all_components(settings))
+    raise ValueError(f"no control-plane component {name!r}; known: {names}")
+
+
+def stop_component(settings: Settings, name: str) -> bool:
+    """Stop one component this launcher started (SIGTERM, then SIGKILL after a grace period).
+
+    Only a process whose pid file we wrote and whose command line is still our binary is
+    signalled. Returns True if it was running. The rest of the cluster keeps running.
+    """
+    target = component(settings, name)
+    with _state_lock(settings):
+        was_running = running_pid(settings, target) is not None
+        _stop(settings, target, quiet=True)
+    return was_running
+
+
+def start_component(settings: Settings, name: str) -> int:
+    """Start one stopped component and wait for its health endpoint; return its pid.
+
+    A component that already runs (ours, per pid file and command line) is left alone. On a
+    failed start the process is stopped again and `StartError` names the component and its log.
+    """
+    target = component(settings, name)
+    with _state_lock(settings):
+        pid = running_pid(settings, target)
+        if pid is not None:
+            return pid
+        proc = _start(settings, target)
+        try:
+            _wait_healthy(settings, target, proc)
+        except BaseException:
+            _stop(settings, target, quiet=True)
+            raise
+        return proc.pid
+
+
 def down(settings: Settings, purge: bool = False, quiet: bool = False) -> None:
     """Stop every component this launcher started, newest first; `purge` also deletes state."""
     with _state_lock(settings):
@@ -326,4 +368,16 @@ def status(settings: Settings) -> dict[str, str]:
     return result
 
 
-__all__ = ["ADMIN", "StartError", "acquire", "down", "is_healthy", "release", "status", "up"]
+__all__ = [
+    "ADMIN",
+    "StartError",
+    "acquire",
+    "component",
+    "down",
+    "is_healthy",
+    "release",
+    "start_component",
+    "status",
+    "stop_component",
+    "up",
+]

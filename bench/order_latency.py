@@ -69,12 +69,28 @@ def wait_active(order_ids: list[int], timeout: float) -> dict[int, float]:
     return {e.order_id: (e.at - created[e.order_id]).total_seconds() for e in events}
 
 
+def delete_namespaces(names: list[str]) -> None:
+    """Remove the bench's namespaces: the shared dev cluster is not ours to fill up."""
+    from kubernetes import client
+
+    from controller.apply import kube_api_client
+
+    core = client.CoreV1Api(kube_api_client())
+    for name in names:
+        try:
+            core.delete_namespace(name, propagation_policy="Background")
+        except client.ApiException as exc:
+            if exc.status != 404:
+                raise
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--sequential", type=int, default=200)
     parser.add_argument("--burst", type=int, default=1000)
     parser.add_argument("--projects", type=int, default=50)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--keep", action="store_true", help="leave the bench namespaces")
     args = parser.parse_args()
 
     import django
@@ -157,7 +173,11 @@ def main() -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2))
     print(json.dumps(result, indent=2))
-    print(f"written to {out}; namespaces t-{org.slug}-* are left for inspection")
+    if args.keep:
+        print(f"written to {out}; namespaces of {org.slug} are left for inspection")
+        return
+    delete_namespaces([p.namespace for p in projects])
+    print(f"written to {out}; {len(projects)} bench namespaces deleted (--keep leaves them)")
 
 
 if __name__ == "__main__":

@@ -4,9 +4,10 @@ Steps, under a per-project PostgreSQL advisory lock (two workers never interleav
 lock dies with its connection): read the live managed objects and, if a cancel is open, the
 project's allocated claims; build the desired objects from the database; apply what differs and
 prune what is no longer desired; then move open orders on (provisioning → active, cancel →
-cancelling/cancelled) and write their conditions, each only when it changes. Transient API errors
-propagate (the task retries; the resync repairs anything left); a permanent refusal fails the
-open orders with the API's reason and message.
+cancelling/cancelled) and write their conditions and the subscriptions' conditions, each only when
+it changes. Transient API errors propagate (the task retries; the resync repairs anything left); a
+permanent refusal fails the open orders and marks their subscriptions Failed with the API's reason
+and message.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from controller.apply import (
     TransientApiError,
     shared_api_client,
 )
+from controller.conditions import Step, report_subscriptions
 from controller.render.bundle import render_platform, render_project
 from controller.render.spec import CLAIM_REQUEST_NAME
 from portal.orders import lifecycle
@@ -184,6 +186,9 @@ def reconcile_project(
                     reason="Applying",
                     message="Applying quota.",
                 )
+        buying = {o.device_class for o in orders if o.kind != Order.Kind.CANCEL}
+        if buying:
+            report_subscriptions(project_id, Step.APPLYING, classes=buying)
         result.changes += sync_platform(applier, prune=False, cached=platform_cached)
         live = _live_project(applier, namespace)
         cancelling = any(o.kind == Order.Kind.CANCEL for o in orders)
@@ -198,8 +203,12 @@ def reconcile_project(
         except ApplyError as exc:
             log.error("project %s: %s", project_id, exc)
             _fail_orders(state, exc)
+            report_subscriptions(project_id, Step.FAILED, failure=(exc.reason, exc.message))
             raise
         _finish_orders(state, result)
+        report_subscriptions(
+            project_id, Step.APPLIED, suspended=state.suspended, waiting=state.waiting_cancels
+        )
     result.calls = applier.calls - before
     if result.changes:
         log.info("project %s: %s", project_id, ", ".join(result.changes))

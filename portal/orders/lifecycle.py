@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from portal.audit.services import record_audit
 from portal.catalog.models import Product
-from portal.orders.models import Order, OrderEvent, ProjectUsage
+from portal.orders.models import Order, OrderEvent, ProjectUsage, Subscription
 
 S, K = Order.State, Order.Kind
 SYSTEM = "controller"
@@ -154,4 +154,63 @@ def record_slice_usage(
         if all(getattr(usage, k) == v for k, v in values.items()):
             return False
         ProjectUsage.objects.filter(pk=usage.pk).update(updated_at=timezone.now(), **values)
+        return True
+
+
+def merge_condition(conditions: list[dict[str, Any]], new: dict[str, Any]) -> list | None:
+    """`conditions` with `new` upserted by type, or None if nothing would change (pure).
+
+    lastTransitionTime moves only when the status flips; reason/message/observedGeneration
+    changes keep it."""
+    merged = list(conditions)
+    for i, cond in enumerate(merged):
+        if cond.get("type") == new["type"]:
+            if {k: cond.get(k) for k in new} == new:
+                return None
+            keep = cond.get("status") == new["status"] and cond.get("lastTransitionTime")
+            merged[i] = {**new, "lastTransitionTime": keep or timezone.now().isoformat()}
+            return merged
+    merged.append({**new, "lastTransitionTime": timezone.now().isoformat()})
+    return merged
+
+
+def make_condition(
+    type: str, status: str, reason: str, message: str, observed_generation: int
+) -> dict[str, Any]:
+    """One condition without its lastTransitionTime (what `merge_condition` compares)."""
+    if status not in ("True", "False", "Unknown"):
+        raise ValueError(f"condition status must be True/False/Unknown, not {status!r}")
+    return {
+        "type": type,
+        "status": status,
+        "reason": reason,
+        "message": message[:500],
+        "observedGeneration": observed_generation,
+    }
+
+
+def set_subscription_condition(
+    subscription_id: int,
+    *,
+    type: str,
+    status: str,
+    reason: str,
+    message: str = "",
+    observed_generation: int | None = None,
+) -> bool:
+    """Upsert one condition of a subscription by `type`; writes only on change (idempotent).
+
+    `observed_generation` defaults to the subscription's `version` (bumped by every order), so a
+    reader can tell whether the controller has seen the latest order. Returns True if written."""
+    with transaction.atomic():
+        sub = Subscription.objects.select_for_update().get(pk=subscription_id)
+        generation = sub.version if observed_generation is None else observed_generation
+        merged = merge_condition(
+            sub.conditions or [], make_condition(type, status, reason, message, generation)
+        )
+        if merged is None:
+            return False
+        Subscription.objects.filter(pk=subscription_id).update(
+            conditions=merged, updated_at=timezone.now()
+        )
         return True

@@ -20,6 +20,12 @@ class Subscription(models.Model):
     product = models.ForeignKey(Product, on_delete=models.PROTECT, related_name="subscriptions")
     quantity = models.PositiveSmallIntegerField(default=0)
     version = models.PositiveIntegerField(default=0, help_text="Bumped by every order (CAS).")
+    conditions = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="Ready/Provisioning/Failed as the controller last reported them "
+        "(observedGeneration = version).",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

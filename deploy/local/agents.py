@@ -16,14 +16,22 @@ from pathlib import Path
 from deploy.local import procs
 
 REPO = Path(__file__).resolve().parents[2]
-NODES = ("kwok-gpu-0", "kwok-gpu-1")
+PREFIX = "kwok-gpu"
+NODE_COUNT = 2
 GPUS_PER_NODE = 4
 GPU_MODEL = "Tesla V100-PCIE-32GB"
 METRICS_BASE_PORT = 9400
 
 
-def argv(node: str, index: int, state: Path, kubeconfig: Path, port: int) -> list[str]:
-    """The agent command line for one demo node (pure)."""
+def node_names(prefix: str = PREFIX) -> list[str]:
+    """The demo's kwok nodes: `<prefix>-0` .. (the names create_fake_gpu_nodes gives)."""
+    return [f"{prefix}-{i}" for i in range(NODE_COUNT)]
+
+
+def argv(
+    node: str, index: int, state: Path, kubeconfig: Path, port: int, *, metrics_base: int = 0
+) -> list[str]:
+    """The agent command line for one demo node (pure); metrics_base 0: no metrics endpoint."""
     home = state / "agents" / node
     return [
         sys.executable, "-m", "nodeagent", "run",
@@ -36,12 +44,22 @@ def argv(node: str, index: int, state: Path, kubeconfig: Path, port: int) -> lis
         "--state-dir", str(home),
         "--kubelet-dir", str(home / "kubelet"),
         "--cdi-dir", str(home / "cdi"),
-        "--metrics-port", str(METRICS_BASE_PORT + index),
+        "--metrics-port", str(metrics_base + index if metrics_base else 0),
     ]  # fmt: skip
 
 
-def start(state: Path, env: dict[str, str], port: int) -> list[str]:
-    """Start the demo agents; returns one line per agent for the console."""
+def start(
+    state: Path,
+    env: dict[str, str],
+    port: int,
+    prefix: str = PREFIX,
+    metrics_base: int = METRICS_BASE_PORT,
+) -> list[str]:
+    """Start the demo agents; returns one line per agent for the console.
+
+    Another `prefix` (nodes `<prefix>-0`, `<prefix>-1`) and `metrics_base` (0: no metrics
+    endpoint) let a test start its own set beside a running demo.
+    """
     from kubernetes import config
 
     from deploy.devcluster import launcher
@@ -53,25 +71,29 @@ def start(state: Path, env: dict[str, str], port: int) -> list[str]:
         return ["node agents: skipped (control plane down; run `make cluster-up` first)"]
     api = config.new_client_from_config(str(settings.kubeconfig))
     try:
-        create_fake_gpu_nodes(api, len(NODES), GPU_MODEL, prefix="kwok-gpu")
+        nodes = create_fake_gpu_nodes(api, NODE_COUNT, GPU_MODEL, prefix=prefix)
     finally:
         api.close()
     lines = []
-    for i, node in enumerate(NODES):
+    for i, node in enumerate(nodes):
         name = f"agent-{node}"
         if not procs.read_pid(state / "run" / f"{name}.pid"):
-            subprocess.run(
+            res = subprocess.run(
                 [sys.executable, str(REPO / "manage.py"), "create_node_token", node, "--rotate",
                  "--output", str(state / "agents" / f"{node}.token")],
-                env=env, cwd=REPO, check=True, capture_output=True,
+                env=env, cwd=REPO, check=False, capture_output=True, text=True,
             )  # fmt: skip
-        pid = procs.start_detached(
-            name, argv(node, i, state, settings.kubeconfig, port), state, env
-        )
+            if res.returncode != 0:
+                raise RuntimeError(
+                    f"node agent {node}: could not issue its portal token "
+                    f"(manage.py create_node_token):\n{res.stderr.strip()}"
+                )
+        command = argv(node, i, state, settings.kubeconfig, port, metrics_base=metrics_base)
+        pid = procs.start_detached(name, command, state, env)
         lines.append(f"{name}: pid {pid}, log {state / 'logs' / (name + '.log')}")
     return lines
 
 
-def stop(state: Path) -> None:
-    for node in NODES:
+def stop(state: Path, prefix: str = PREFIX) -> None:
+    for node in node_names(prefix):
         procs.stop_named(f"agent-{node}", state)

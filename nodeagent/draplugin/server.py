@@ -147,7 +147,15 @@ class Sockets:
         )
 
 
+SUN_PATH_MAX = 107  # sockaddr_un.sun_path holds 108 bytes including the terminating NUL
+
+
 def _bind(server: grpc.Server, path: Path) -> None:
+    if len(os.fsencode(path)) > SUN_PATH_MAX:
+        raise OSError(
+            f"cannot listen on unix socket {path}: the path is {len(os.fsencode(path))} bytes, "
+            f"sockets allow {SUN_PATH_MAX}; choose a shorter --kubelet-dir"
+        )
     path.parent.mkdir(parents=True, exist_ok=True)
     path.unlink(missing_ok=True)  # a stale socket of a previous run would make bind fail
     if server.add_insecure_port(f"unix://{path}") == 0:

@@ -18,21 +18,29 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 
-# Playwright's sync API runs an event loop in the test thread; the ORM calls the tests make
-# between browser steps are still synchronous and safe here.
-os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
-
-@pytest.fixture(scope="session")
+# Module scope, not session: Playwright's sync API keeps an event loop running in the test thread
+# while it is open, which would break every later test that starts its own loop (websockets).
+@pytest.fixture(scope="module")
 def browser():
     if not shutil.which(CHROMIUM):
-        pytest.skip(f"chromium not found at {CHROMIUM}")
+        pytest.fail(f"chromium not found at {CHROMIUM}; `make setup` installs Debian's chromium")
     from playwright.sync_api import sync_playwright
 
-    with sync_playwright() as pw:
-        instance = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield instance
-        instance.close()
+    # The ORM calls the tests make between browser steps are synchronous and safe while that loop
+    # runs; Django only needs to be told so, and only for as long as the browser is open.
+    previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    try:
+        with sync_playwright() as pw:
+            instance = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            yield instance
+            instance.close()
+    finally:
+        if previous is None:
+            os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+        else:
+            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
+import hashlib
 import logging
 import os
 import signal
@@ -49,7 +50,8 @@ def simulate_node_gpus(opts: Options) -> dict[str, str]:
     """Point NVML/CUDA at simgpu with node-unique GPU UUIDs; returns the env workloads get."""
     opts.state_dir.mkdir(parents=True, exist_ok=True)
     config = opts.state_dir / "simgpu.conf"
-    tag = int.from_bytes(opts.node.encode()[-6:].rjust(6, b"\0"), "big") & 0xFFFFFFFF
+    # Unique per node name (UUIDs are published cluster-wide), stable across restarts.
+    tag = int.from_bytes(hashlib.sha256(opts.node.encode()).digest()[:4], "big")
     lines = [
         f'device name="{opts.sim_model}" memory_mib=32768 sm_count=80 cc=7.0 '
         f"uuid=GPU-{tag:08x}-0000-4000-8000-{i:012x}"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from nodeagent.slices import render_resource_slice
+from nodeagent.slices import render_resource_slice, spec_digest
 from tests.unit.nodeagent.conftest import NODE
 
 
@@ -36,3 +36,13 @@ def test_unknown_model_sells_quarters_halves_and_whole(gpus):
     odd = replace(gpus[0], name="NVIDIA A10", memory_bytes=24 * 1024**3)
     dev = render_resource_slice(NODE, [odd], 1)["spec"]["devices"][0]
     assert dev["capacity"]["memory"]["requestPolicy"]["validValues"] == ["6Gi", "12Gi", "24Gi"]
+
+
+def test_slice_is_owned_by_its_node_and_digest_ignores_generation(gpus):
+    owned = render_resource_slice(NODE, gpus, 1, node_uid="0f0e-uid")
+    assert owned["metadata"]["ownerReferences"] == [
+        {"apiVersion": "v1", "kind": "Node", "name": NODE, "uid": "0f0e-uid", "controller": True}
+    ]
+    assert "ownerReferences" not in render_resource_slice(NODE, gpus, 1)["metadata"]
+    assert spec_digest(owned) == spec_digest(render_resource_slice(NODE, gpus, 7, "0f0e-uid"))
+    assert spec_digest(owned) != spec_digest(render_resource_slice(NODE, gpus[:3], 1, "0f0e-uid"))

@@ -44,6 +44,7 @@ class QuotaLine:
     pending_reason: str
     open_orders: int
     reported_at: object
+    not_ready_message: str = ""
 
 
 def current_quantity(project: Project, product: Product) -> int:
@@ -112,6 +113,14 @@ def subscriptions_of(project: Project) -> QuerySet[Subscription]:
     return Subscription.objects.filter(project=project, quantity__gt=0).select_related("product")
 
 
+def _not_ready_message(sub: Subscription | None) -> str:
+    """Why the controller has not (yet) made this entitlement real, if it said so."""
+    for cond in (sub.conditions or []) if sub else []:
+        if cond.get("type") == "Ready" and cond.get("status") != "True":
+            return str(cond.get("message", ""))
+    return ""
+
+
 def quota_lines(project: Project) -> list[QuotaLine]:
     """Entitled, allocated and pending slices per product (usage None = not yet reported)."""
     subs = {s.product_id: s for s in Subscription.objects.filter(project=project)}
@@ -137,6 +146,7 @@ def quota_lines(project: Project) -> list[QuotaLine]:
                 pending_reason=use.pending_reason if use else "",
                 open_orders=open_counts.get(product.pk, 0),
                 reported_at=use.updated_at if use else None,
+                not_ready_message=_not_ready_message(sub),
             )
         )
     return lines

@@ -99,3 +99,22 @@ def test_quota_page_placeholders_and_entitlement_note(world, client_of):
     assert "entitlement, not a reservation" in body
     assert "not yet reported" in body
     assert "tranche-v100-8g" in body
+
+
+def test_quota_page_says_why_an_entitlement_is_not_ready(world, client_of):
+    """The controller's Ready=False message reaches the tenant, and goes once it is Ready."""
+    from portal.orders.lifecycle import set_subscription_condition
+    from portal.orders.models import Subscription
+
+    client = client_of(world.owner)
+    data = {"product": world.products["tranche-v100-8g"].pk, "quantity": 2, "idempotency_key": "k"}
+    client.post(_confirm_url(world), data)
+    sub = Subscription.objects.get(project=world.project_a)
+    message = "Kubernetes refused the quota: the API server was unreachable; retrying."
+    set_subscription_condition(sub.pk, type="Ready", status="False", reason="ApplyFailed",
+                               message=message)  # fmt: skip
+    url = reverse("quota", args=[world.project_a.pk])
+    assert message in client.get(url).content.decode()
+
+    set_subscription_condition(sub.pk, type="Ready", status="True", reason="Provisioned")
+    assert message not in client.get(url).content.decode()

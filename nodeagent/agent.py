@@ -115,14 +115,14 @@ async def run(opts: Options) -> None:
 
 
 async def _guarded(loop, what: str, fn, *args) -> bool:
-    """Run blocking `fn` in the executor; an API server or network error is logged and retried
-    on a later tick instead of ending the agent."""
+    """Run blocking `fn` in the executor; False if it failed or returned False. An API server or
+    network error is logged and retried on a later tick instead of ending the agent."""
     try:
-        await loop.run_in_executor(None, fn, *args)
+        result = await loop.run_in_executor(None, fn, *args)
     except Exception as exc:  # any failure: retry on a later tick
         log.warning("%s failed, retrying: %s", what, exc)
         return False
-    return True
+    return result is not False  # False: not done yet (e.g. pool held by another agent)
 
 
 async def _loop(opts: Options, gpus, publisher, lite, collector) -> None:

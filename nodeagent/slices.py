@@ -211,6 +211,7 @@ class SlicePublisher:
         self.core = client.CoreV1Api(api_client)
         self.node = node
         self.lease = PoolLease(api_client, node)
+        self._standby = False
 
     def _existing(self) -> list[dict]:
         resp = self.api.list_resource_slice(
@@ -228,8 +229,13 @@ class SlicePublisher:
         nothing and keeps its generation.
         """
         if not self.lease.try_acquire():
-            log.warning("pool %s is held by another agent; not publishing", self.node)
+            if not self._standby:  # once per change: a standby agent retries every tick
+                log.warning("pool %s is held by another agent; not publishing", self.node)
+            self._standby = True
             return False
+        if self._standby:
+            log.info("pool %s: took over the lease", self.node)
+        self._standby = False
         current = tuple(sorted(gpus, key=lambda g: g.index))
         existing = self._existing()
         node_uid = self.core.read_node(self.node).metadata.uid

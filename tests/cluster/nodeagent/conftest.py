@@ -64,9 +64,9 @@ def start_agent(kube_cluster) -> Iterator[Callable[..., Agent]]:
     root = Path(tempfile.mkdtemp(prefix="tr-ag-"))
 
     def _start(node: str, *args: str, interval: float = 1.0) -> Agent:
-        home = root / node
+        home = root / f"{node}.{len(started)}"  # two agents may be started for one node
         home.mkdir(parents=True)
-        log = root / f"{node}.log"
+        log = root / f"{node}.{len(started)}.log"
         with open(log, "wb") as out:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "nodeagent", "run", "--node", node, "--simulate",

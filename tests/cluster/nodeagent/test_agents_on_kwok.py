@@ -14,6 +14,7 @@ import secrets
 from collections import Counter
 
 from kubernetes import client
+from kubernetes.client.rest import ApiException
 
 from deploy.devcluster.nodes import create_fake_gpu_nodes, delete_fake_nodes
 from tests.cluster.nodeagent.conftest import (
@@ -140,5 +141,48 @@ def test_request_policy_admits_exactly_the_sellable_sizes(
         create_template(api, namespace, too_big)
         create_pod(api, namespace, "size-40g", too_big, nodes=nodes)
         _wait_unschedulable(api, namespace, "size-40g")
+    finally:
+        delete_fake_nodes(api, nodes)
+
+
+def test_second_agent_for_a_pool_waits_for_the_lease(kube_cluster, start_agent):
+    """Two agents for one node never both write its pool; the second takes over when the
+    first stops (it gives the lease back), without rewriting an unchanged slice."""
+    api = kube_cluster.api_client
+    leases = client.CoordinationV1Api(api)
+    nodes = _nodes(api, 1)
+    lease = f"gpu-tranche-dev-{nodes[0]}"
+
+    def holder() -> str:
+        """The lease's holder; "" while there is none (a stopping agent deletes it)."""
+        try:
+            return leases.read_namespaced_lease(lease, "kube-node-lease").spec.holder_identity
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            return ""
+
+    try:
+        first = start_agent(nodes[0], "--no-kubelet-lite")
+        (published,) = wait_for(
+            lambda: agent_slices(api, nodes), 60, lambda: "the slice\n" + first.log_tail()
+        )
+        assert holder().endswith(f"-{first.process.pid}")
+        second = start_agent(nodes[0], "--no-kubelet-lite")
+        wait_for(
+            lambda: "held by another agent" in second.log.read_text(),
+            30,
+            lambda: "the second agent to find the pool held\n" + second.log_tail(),
+        )
+        assert holder().endswith(f"-{first.process.pid}")
+        first.stop()
+        wait_for(
+            lambda: holder().endswith(f"-{second.process.pid}"),
+            30,
+            lambda: f"the second agent to take the lease (holder {holder()})\n" + second.log_tail(),
+        )
+        (now,) = agent_slices(api, nodes)
+        assert now["spec"]["pool"]["generation"] == published["spec"]["pool"]["generation"]
+        assert now["metadata"]["resourceVersion"] == published["metadata"]["resourceVersion"]
     finally:
         delete_fake_nodes(api, nodes)

@@ -34,8 +34,16 @@ def _nodes(api, count: int) -> list[str]:
 def _place(api, ns: str, name: str, product, *, nodes: list[str], agents) -> tuple[str, str, dict]:
     """Create one pod and wait until its claim is allocated: (pool, device, consumed)."""
     create_pod(api, ns, name, product, nodes=nodes)
+    core = client.CoreV1Api(api)
+
+    def placed() -> dict | None:
+        # Bound as well as allocated: the next pod is created only after the scheduler has
+        # finished with this one (concurrent shares of a device race in v1.37.2).
+        result = allocation_of(api, ns, name)
+        return result if result and core.read_namespaced_pod(name, ns).spec.node_name else None
+
     result = wait_for(
-        lambda: allocation_of(api, ns, name),
+        placed,
         60,
         lambda: (
             f"allocation of {name}\n{describe_pod(api, ns, name)}\n"

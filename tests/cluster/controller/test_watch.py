@@ -24,7 +24,7 @@ CLASS = "tranche-v100-8g"
 GPU = "Tesla V100-PCIE-32GB"
 
 
-def _slice(node: str) -> dict:
+def _slice(node: str, node_uid: str) -> dict:
     gpu = GpuInfo(
         index=0,
         minor=0,
@@ -38,7 +38,8 @@ def _slice(node: str) -> dict:
         sm_count=80,
         mig_enabled=False,
     )
-    return render_resource_slice(node, [gpu], generation=1)
+    # Owned by its node, so the slice goes when the fixture deletes the node.
+    return render_resource_slice(node, [gpu], generation=1, node_uid=node_uid)
 
 
 def _quota_row(page: str, device_class: str) -> list[str] | None:
@@ -100,7 +101,7 @@ def test_quota_page_shows_entitled_allocated_pending(
     api, ns = kube_cluster.api_client, tenant.namespace
     custom, core = client.CustomObjectsApi(api), client.CoreV1Api(api)
     node = fake_gpu_nodes(1)[0]
-    resource_slice = _slice(node)
+    resource_slice = _slice(node, core.read_node(node).metadata.uid)
     custom.create_cluster_custom_object("resource.k8s.io", "v1", "resourceslices", resource_slice)
     owner = Client()
     owner.force_login(tenant.membership.user)

@@ -66,10 +66,16 @@ def start(
     from deploy.devcluster.config import load_settings
     from deploy.devcluster.nodes import create_fake_gpu_nodes
 
-    settings = load_settings()
-    if not launcher.is_healthy(settings):
-        return ["node agents: skipped (control plane down; run `make cluster-up` first)"]
-    api = config.new_client_from_config(str(settings.kubeconfig))
+    external = env.get("KUBECONFIG", "")
+    if external:
+        # An operator's own cluster: its kwok (if any) is theirs to run; we only add nodes there.
+        kubeconfig = Path(external)
+    else:
+        settings = load_settings()
+        if not launcher.is_healthy(settings):
+            return ["node agents: skipped (control plane down; run `make cluster-up` first)"]
+        kubeconfig = settings.kubeconfig
+    api = config.new_client_from_config(str(kubeconfig))
     try:
         nodes = create_fake_gpu_nodes(api, NODE_COUNT, GPU_MODEL, prefix=prefix)
     finally:
@@ -88,7 +94,7 @@ def start(
                     f"node agent {node}: could not issue its portal token "
                     f"(manage.py create_node_token):\n{res.stderr.strip()}"
                 )
-        command = argv(node, i, state, settings.kubeconfig, port, metrics_base=metrics_base)
+        command = argv(node, i, state, kubeconfig, port, metrics_base=metrics_base)
         pid = procs.start_detached(name, command, state, env)
         lines.append(f"{name}: pid {pid}, log {state / 'logs' / (name + '.log')}")
     return lines

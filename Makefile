@@ -35,7 +35,8 @@ services-down:
 
 setup: deps native services-up
 
-run: setup
+# `deploy.local run` starts the services itself (and says where they are).
+run: deps native
 	@$(PY) -m deploy.local run
 
 stop:

@@ -72,6 +72,8 @@ def processes() -> dict[str, list[str]]:
             "-s",
             str(state / "celerybeat-schedule"),
         ],
+        # Turns cluster events into portal state (claims allocated/pending, pod phases).
+        "watcher": [sys.executable, "-m", "controller.watch"],
     }
 
 

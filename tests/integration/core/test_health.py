@@ -77,3 +77,10 @@ def test_readyz_reports_stopped_redis(client, settings, throwaway_redis):
     assert body["checks"]["database"]["ok"] is True
     assert "Redis unreachable" in body["message"]
     assert str(port) in body["message"]
+
+
+def test_static_files_are_served_by_the_app(client):
+    """daphne serves no static files itself; the app must, or every page loses its styles."""
+    resp = client.get("/static/portal.css")
+    assert resp.status_code == 200
+    assert b"{" in b"".join(resp.streaming_content)

@@ -24,6 +24,8 @@ QUEUE = f"tranche-bench-{secrets.token_hex(3)}"
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 os.environ.setdefault("TRANCHE_DEBUG", "1")
 os.environ["TRANCHE_CELERY_QUEUE"] = QUEUE
+# Its own database, so ~1,200 bench orders never land in the demo's (the workers inherit it).
+os.environ.setdefault("TRANCHE_DB_NAME", "tranche_bench")
 sys.path.insert(0, str(ROOT))
 
 
@@ -84,6 +86,22 @@ def delete_namespaces(names: list[str]) -> None:
                 raise
 
 
+def ensure_database(name: str) -> None:
+    """Create the bench database on first use (the portal's role has CREATEDB)."""
+    import psycopg
+    from psycopg import sql
+
+    from portal import settings
+
+    db = settings.DATABASES["default"]
+    with psycopg.connect(
+        host=db["HOST"], port=db["PORT"], user=db["USER"], password=db["PASSWORD"],
+        dbname="postgres", autocommit=True,
+    ) as conn:  # fmt: skip
+        if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone():
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--sequential", type=int, default=200)
@@ -95,6 +113,7 @@ def main() -> None:
 
     import django
 
+    ensure_database(os.environ["TRANCHE_DB_NAME"])
     django.setup()
     from django.core.management import call_command
 

@@ -178,6 +178,14 @@ def render_sample_deployment(
     }
 
 
+class _PlainDumper(yaml.SafeDumper):
+    """Writes shared sub-objects out in full: `&id001`/`*id001` aliases confuse tenants and
+    some tools that read manifests."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
 def to_yaml(docs: list[dict[str, Any]]) -> str:
-    """Multi-document YAML, keys in the order rendered."""
-    return yaml.safe_dump_all(docs, sort_keys=False, default_flow_style=False)
+    """Multi-document YAML, keys in the order rendered, no anchors or aliases."""
+    return yaml.dump_all(docs, Dumper=_PlainDumper, sort_keys=False, default_flow_style=False)

@@ -81,3 +81,12 @@ def test_no_django_imports():
 
     source = Path(m.__file__).read_text()
     assert "django" not in source.lower().replace("no django", "")
+
+
+def test_sample_deployment_yaml_has_no_anchors_or_aliases():
+    """Labels shared by the Deployment and its pod template are written out twice, in full."""
+    docs = [render_models_volume(REF, WorkloadSpec()), render_sample_deployment(REF, V100_8G)]
+    text = to_yaml(docs)
+    assert "&id" not in text
+    assert "*id" not in text
+    assert list(yaml.safe_load_all(text)) == docs

@@ -116,7 +116,12 @@ REDIS_URL = env_secret(
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [REDIS_URL], "prefix": env_str("TRANCHE_CHANNELS_PREFIX", "tranche")},
+        "CONFIG": {
+            # channels_redis blocks on Redis for 5 s per receive; redis-py 8 also times reads out
+            # at 5 s by default, which dropped idle websockets with "1011 internal error".
+            "hosts": [{"address": REDIS_URL, "socket_timeout": 30, "socket_connect_timeout": 5}],
+            "prefix": env_str("TRANCHE_CHANNELS_PREFIX", "tranche"),
+        },
     }
 }
 

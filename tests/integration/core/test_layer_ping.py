@@ -52,3 +52,21 @@ def test_foreign_origin_is_refused():
         return connected
 
     assert _run(attempt()) is False
+
+
+@pytest.mark.django_db(transaction=True)
+def test_idle_socket_survives_the_layers_blocking_receive():
+    """A socket idle for longer than the layer's 5 s blocking read must still answer: with the
+    client library's default 5 s read timeout, every idle consumer died with a 1011 error."""
+
+    async def idle_then_ping() -> dict:
+        comm = WebsocketCommunicator(application, "/ws/ping/", headers=ORIGIN)
+        connected, _ = await comm.connect()
+        assert connected
+        assert await comm.receive_nothing(timeout=7.0)  # the idle period under test
+        await comm.send_to(text_data=json.dumps({"ping": "still-here"}))
+        reply = json.loads(await comm.receive_from(timeout=5))
+        await comm.disconnect()
+        return reply
+
+    assert _run(idle_then_ping()) == {"pong": "still-here", "via": "channel-layer"}

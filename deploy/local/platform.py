@@ -107,6 +107,17 @@ def _cluster_up() -> None:
     res = subprocess.run([sys.executable, "-m", "deploy.devcluster", "up"], cwd=REPO, check=False)
     if res.returncode != 0:
         raise PlatformError("the local control plane did not start (see the lines above)")
+    from kubernetes import config
+
+    from deploy.devcluster.config import load_settings
+    from deploy.devcluster.storage import ensure_demo_volumes
+
+    api = config.new_client_from_config(str(load_settings().kubeconfig))
+    try:
+        created = ensure_demo_volumes(api)
+    finally:
+        api.close()
+    print(f"demo storage: default StorageClass and static volumes ready ({created} created)")
 
 
 def run() -> None:

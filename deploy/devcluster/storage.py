@@ -1,0 +1,81 @@
+"""Storage for the demo: the local control plane has no volume provisioner, so the sample
+manifest's PersistentVolumeClaim (model files) would leave pods Pending forever.
+
+`ensure_demo_volumes` creates a default StorageClass without a provisioner and a pool of static
+PersistentVolumes that Kubernetes' own binder hands to claims. kwok never mounts them; they only
+let the scheduler do its real volume-binding work. Idempotent: existing objects are left alone.
+"""
+
+from __future__ import annotations
+
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+STORAGE_CLASS = "tranche-demo"
+LABEL = {"app.kubernetes.io/managed-by": "tranche-devcluster"}
+
+
+def _create(fn, body) -> bool:
+    try:
+        fn(body)
+    except ApiException as exc:
+        if exc.status == 409:  # already there
+            return False
+        raise
+    return True
+
+
+def _recycle_released(core: client.CoreV1Api) -> None:
+    """Delete volumes whose claim is gone (Released/Failed) so they are created afresh below;
+    without this a long-lived dev cluster runs out of volumes after a few test runs."""
+    selector = ",".join(f"{k}={v}" for k, v in LABEL.items())
+    for volume in core.list_persistent_volume(label_selector=selector).items:
+        if volume.status and volume.status.phase in ("Released", "Failed"):
+            try:
+                core.delete_persistent_volume(volume.metadata.name)
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
+
+
+def ensure_demo_volumes(api: client.ApiClient, count: int = 16, size: str = "100Gi") -> int:
+    """Make sure the default StorageClass and `count` static volumes exist; returns how many
+    objects were created."""
+    storage = client.StorageV1Api(api)
+    core = client.CoreV1Api(api)
+    created = int(
+        _create(
+            storage.create_storage_class,
+            {
+                "apiVersion": "storage.k8s.io/v1",
+                "kind": "StorageClass",
+                "metadata": {
+                    "name": STORAGE_CLASS,
+                    "labels": LABEL,
+                    "annotations": {"storageclass.kubernetes.io/is-default-class": "true"},
+                },
+                "provisioner": "kubernetes.io/no-provisioner",
+                "volumeBindingMode": "Immediate",
+                "reclaimPolicy": "Retain",
+            },
+        )
+    )
+    _recycle_released(core)
+    for i in range(count):
+        created += _create(
+            core.create_persistent_volume,
+            {
+                "apiVersion": "v1",
+                "kind": "PersistentVolume",
+                "metadata": {"name": f"tranche-demo-pv-{i:02d}", "labels": LABEL},
+                "spec": {
+                    "storageClassName": STORAGE_CLASS,
+                    "capacity": {"storage": size},
+                    "accessModes": ["ReadWriteOnce"],
+                    # Retain + recycling below: nothing here can wipe a hostPath volume.
+                    "persistentVolumeReclaimPolicy": "Retain",
+                    "hostPath": {"path": f"/var/lib/tranche-demo/pv-{i:02d}"},
+                },
+            },
+        )
+    return created

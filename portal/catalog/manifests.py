@@ -57,8 +57,11 @@ class WorkloadSpec:
     ram_limit: str = "4Gi"
     cpu_request: str = "1"
     models_volume_size: str = "20Gi"
-    models_path: str = "/root/.ollama"
+    models_path: str = "/models"
     context_length: int = 16384
+    # Tenant namespaces warn on anything below Pod Security "restricted"; the sample we hand
+    # out must not, so it runs as an unprivileged user that owns the model volume.
+    run_as_user: int = 1000
 
 
 def memory_quantity(memory_mib: int) -> str:
@@ -144,6 +147,13 @@ def render_sample_deployment(
             "template": {
                 "metadata": {"labels": app_labels},
                 "spec": {
+                    "securityContext": {
+                        "runAsNonRoot": True,
+                        "runAsUser": w.run_as_user,
+                        "runAsGroup": w.run_as_user,
+                        "fsGroup": w.run_as_user,
+                        "seccompProfile": {"type": "RuntimeDefault"},
+                    },
                     "resourceClaims": [
                         {
                             "name": CLAIM_REQUEST_NAME,
@@ -155,8 +165,16 @@ def render_sample_deployment(
                             "name": w.name,
                             "image": w.image,
                             "env": [
-                                {"name": "OLLAMA_CONTEXT_LENGTH", "value": str(w.context_length)}
+                                {"name": "OLLAMA_CONTEXT_LENGTH", "value": str(w.context_length)},
+                                {"name": "OLLAMA_MODELS", "value": w.models_path},
+                                # Ollama keeps its key under $HOME; an unprivileged user has
+                                # no writable home in the image, the model volume is one.
+                                {"name": "HOME", "value": w.models_path},
                             ],
+                            "securityContext": {
+                                "allowPrivilegeEscalation": False,
+                                "capabilities": {"drop": ["ALL"]},
+                            },
                             "ports": [{"containerPort": 11434, "name": "http"}],
                             "resources": {
                                 "requests": {"cpu": w.cpu_request, "memory": w.ram_request},

@@ -77,10 +77,17 @@ def gpu_pod(name: str, limits: dict[str, str] | None = None, claim_template: str
 
 
 @pytest.fixture
-def gpu_limit_policy(kube_cluster) -> Iterator[str]:
-    """A policy (and binding) denying nvidia.com/gpu in namespaces labelled as tenants."""
+def gpu_limit_policy(kube_cluster) -> Iterator[tuple[str, dict[str, str]]]:
+    """A policy (and binding) denying nvidia.com/gpu in namespaces labelled as tenants.
+
+    The binding selects the tenant label with a value of this test's own: the controller's
+    platform policies (left by its tests, or a running demo) bind `tranche.dev/tenant=true`
+    and would deny the same pod first with their own message.
+    """
     admission = client.AdmissionregistrationV1Api(kube_cluster.api_client)
-    name = f"tranche-deny-device-plugin-gpus-{secrets.token_hex(3)}"
+    token = secrets.token_hex(3)
+    name = f"tranche-deny-device-plugin-gpus-{token}"
+    tenant_labels = {TENANT_LABEL: f"devcluster-test-{token}"}
     uses_gpu = (
         "object.spec.containers.exists(c, has(c.resources) && "
         "((has(c.resources.limits) && 'nvidia.com/gpu' in c.resources.limits) || "
@@ -111,11 +118,11 @@ def gpu_limit_policy(kube_cluster) -> Iterator[str]:
             "spec": {
                 "policyName": name,
                 "validationActions": ["Deny"],
-                "matchResources": {"namespaceSelector": {"matchLabels": {TENANT_LABEL: "true"}}},
+                "matchResources": {"namespaceSelector": {"matchLabels": tenant_labels}},
             },
         }
     )
-    yield name
+    yield name, tenant_labels
     admission.delete_validating_admission_policy_binding(name)
     admission.delete_validating_admission_policy(name)
 
@@ -123,8 +130,9 @@ def gpu_limit_policy(kube_cluster) -> Iterator[str]:
 def test_admission_policy_denies_gpu_limit_in_tenant_namespace_only(
     kube_cluster, make_namespace, gpu_limit_policy
 ):
+    gpu_limit_policy, tenant_labels = gpu_limit_policy
     core = client.CoreV1Api(kube_cluster.api_client)
-    tenant = make_namespace(labels={TENANT_LABEL: "true"})
+    tenant = make_namespace(labels=tenant_labels)
     other = make_namespace()
     pod = gpu_pod("wants-gpu", limits={"nvidia.com/gpu": "1"})
 

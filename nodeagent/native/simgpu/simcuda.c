@@ -451,6 +451,7 @@ SIM_API CUresult cuGraphExecDestroy(CUgraphExec e) {
 }
 
 SIM_API CUresult cuGraphDestroy(CUgraph g) {
+    if (g) sim_graph_release(g);
     free(g);
     return CUDA_SUCCESS;
 }
@@ -492,15 +493,45 @@ static void *self_handle(void) {
     return h;
 }
 
+/* Entry points with several ABI versions: the one a caller gets depends on the cudaVersion it
+ * was built for, as with a real driver (versions from cudaTypedefs.h). */
+static const struct {
+    const char *base, *suffix;
+    int since;
+} versioned[] = {
+    {"cuMemAlloc", "_v2", 3020},         {"cuMemAlloc", "", 2000},
+    {"cuMemAllocPitch", "_v2", 3020},    {"cuMemAllocPitch", "", 2000},
+    {"cuMemFree", "_v2", 3020},          {"cuMemFree", "", 2000},
+    {"cuMemGetInfo", "_v2", 3020},       {"cuMemGetInfo", "", 2000},
+    {"cuDeviceTotalMem", "_v2", 3020},   {"cuDeviceTotalMem", "", 2000},
+    {"cuArrayCreate", "_v2", 3020},      {"cuArrayCreate", "", 2000},
+    {"cuArray3DCreate", "_v2", 3020},    {"cuArray3DCreate", "", 2000},
+    {"cuCtxCreate", "_v4", 12050},       {"cuCtxCreate", "_v3", 11040},
+    {"cuCtxCreate", "_v2", 3020},        {"cuCtxCreate", "", 2000},
+    {"cuCtxDestroy", "_v2", 4000},       {"cuCtxDestroy", "", 2000},
+    {"cuDevicePrimaryCtxRelease", "_v2", 11000}, {"cuDevicePrimaryCtxRelease", "", 7000},
+    {"cuDevicePrimaryCtxReset", "_v2", 11000},   {"cuDevicePrimaryCtxReset", "", 7000},
+    {"cuGraphAddNode", "_v2", 12030},    {"cuGraphAddNode", "", 12020},
+    {"cuGetProcAddress", "_v2", 12000},  {"cuGetProcAddress", "", 11030},
+};
+
 SIM_API CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
                                      cuuint64_t flags, CUdriverProcAddressQueryResult *status) {
-    (void)cudaVersion;
     if (!symbol || !pfn) return CUDA_ERROR_INVALID_VALUE;
     void *h = self_handle();
+    *pfn = NULL;
+    int listed = 0;
+    for (size_t i = 0; i < sizeof versioned / sizeof versioned[0] && !*pfn; i++) {
+        if (strcmp(versioned[i].base, symbol) != 0) continue;
+        listed = 1;
+        if (cudaVersion < versioned[i].since) continue;
+        char name[160];
+        snprintf(name, sizeof name, "%s%s", symbol, versioned[i].suffix);
+        *pfn = h ? dlsym(h, name) : NULL;
+    }
     const char *suffixes[] = {"_ptsz", "_ptds", "_v4", "_v3", "_v2", ""};
     int first = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) ? 0 : 2;
-    *pfn = NULL;
-    for (int i = first; i < 6 && !*pfn; i++) {
+    for (int i = first; i < 6 && !*pfn && !listed; i++) {
         char name[160];
         snprintf(name, sizeof name, "%s%s", symbol, suffixes[i]);
         *pfn = h ? dlsym(h, name) : NULL;

@@ -67,5 +67,7 @@ CUresult sim_check_ctx(void);
 /* Host-backed device memory (simcuda_mem.c). */
 void *sim_host_map(uint64_t size);
 void sim_host_unmap(void *p, uint64_t size);
+/* Graph memory nodes (simcuda_legacy.c): give a destroyed graph's memory back. */
+void sim_graph_release(CUgraph g);
 
 #endif

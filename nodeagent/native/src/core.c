@@ -147,7 +147,8 @@ TR_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVers
     tr_guard++;
     CUresult r = REAL_FN(cuGetProcAddress)(symbol, pfn, cudaVersion, flags);
     tr_guard--;
-    if (r == CUDA_SUCCESS && pfn && *pfn && symbol) *pfn = tr_hook_substitute(symbol, *pfn);
+    if (r == CUDA_SUCCESS && pfn && *pfn && symbol && !(*pfn = tr_hook_substitute(symbol, *pfn)))
+        r = CUDA_ERROR_NOT_FOUND;
     return r;
 }
 
@@ -159,7 +160,12 @@ TR_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaV
     tr_guard++;
     CUresult r = REAL_FN(cuGetProcAddress_v2)(symbol, pfn, cudaVersion, flags, symbolStatus);
     tr_guard--;
-    if (r == CUDA_SUCCESS && pfn && *pfn && symbol) *pfn = tr_hook_substitute(symbol, *pfn);
+    if (r == CUDA_SUCCESS && pfn && *pfn && symbol &&
+        !(*pfn = tr_hook_substitute(symbol, *pfn))) {
+        /* A variant of a hooked entry point we cannot enforce: as if the driver lacked it. */
+        r = CUDA_ERROR_NOT_FOUND;
+        if (symbolStatus) *symbolStatus = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    }
     return r;
 }
 

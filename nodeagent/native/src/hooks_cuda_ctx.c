@@ -120,15 +120,36 @@ TR_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
     return r;
 }
 
-TR_EXPORT CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev) {
-    if (tr_guard) return REAL_FN(cuCtxCreate_v2)(pctx, flags, dev);
+/* Every way to create a context: the variants differ only in what they pass through. */
+typedef struct {
+    int variant; /* 2, 3 or 4 */
+    unsigned int flags;
+    CUexecAffinityParam *affinity;
+    int naffinity;
+    CUctxCreateParams *params;
+} ctx_args_t;
+
+static CUresult real_ctx_create(CUcontext *pctx, const ctx_args_t *a, CUdevice dev) {
+    switch (a->variant) {
+    case 3:
+        return REAL_FN(cuCtxCreate_v3)(pctx, a->affinity, a->naffinity, a->flags, dev);
+    case 4: return REAL_FN(cuCtxCreate_v4)(pctx, a->params, a->flags, dev);
+    default: return REAL_FN(cuCtxCreate_v2)(pctx, a->flags, dev);
+    }
+}
+
+static CUresult ctx_create(CUcontext *pctx, const ctx_args_t *a, CUdevice dev) {
+    if (tr_guard) return real_ctx_create(pctx, a, dev);
     if (!tr_ready()) return CUDA_ERROR_NOT_INITIALIZED;
+    int id = a->variant == 3 ? TR_cuCtxCreate_v3 : a->variant == 4 ? TR_cuCtxCreate_v4
+                                                                   : TR_cuCtxCreate_v2;
+    if (!tr_real[id]) return CUDA_ERROR_NOT_FOUND; /* an older driver without this variant */
     int idx = tr_dev_index(dev);
-    if (idx < 0) return REAL_FN(cuCtxCreate_v2)(pctx, flags, dev);
+    if (idx < 0) return real_ctx_create(pctx, a, dev);
     tr_guard++;
     pthread_mutex_lock(&ctx_mu);
     usage_t before = phys_used(dev);
-    CUresult r = REAL_FN(cuCtxCreate_v2)(pctx, flags, dev);
+    CUresult r = real_ctx_create(pctx, a, dev);
     if (r == CUDA_SUCCESS) {
         uint64_t delta = growth(before, phys_used(dev));
         if (delta && tr_mem_reserve(idx, delta) != 0) {
@@ -142,6 +163,41 @@ TR_EXPORT CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice 
     pthread_mutex_unlock(&ctx_mu);
     tr_guard--;
     return r;
+}
+
+TR_EXPORT CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev) {
+    ctx_args_t a = {.variant = 2, .flags = flags};
+    return ctx_create(pctx, &a, dev);
+}
+
+TR_EXPORT CUresult cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *paramsArray,
+                                  int numParams, unsigned int flags, CUdevice dev) {
+    ctx_args_t a = {.variant = 3, .flags = flags, .affinity = paramsArray, .naffinity = numParams};
+    return ctx_create(pctx, &a, dev);
+}
+
+TR_EXPORT CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreateParams,
+                                  unsigned int flags, CUdevice dev) {
+    ctx_args_t a = {.variant = 4, .flags = flags, .params = ctxCreateParams};
+    return ctx_create(pctx, &a, dev);
+}
+
+/* The v1 cuCtxCreate (CUDA < 3.2) made contexts for 32-bit device pointers, which nothing here
+ * can serve: refused, like the v1 allocators. The v1 release calls have the same signature as
+ * their _v2 and only give memory back: they take the charged _v2 path, so the charge goes too. */
+TR_EXPORT CUresult cuCtxCreate(CUcontext *pctx, unsigned int flags, CUdevice dev) {
+    (void)pctx, (void)flags, (void)dev;
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+TR_EXPORT CUresult cuCtxDestroy(CUcontext ctx) { return cuCtxDestroy_v2(ctx); }
+
+TR_EXPORT CUresult cuDevicePrimaryCtxRelease(CUdevice dev) {
+    return cuDevicePrimaryCtxRelease_v2(dev);
+}
+
+TR_EXPORT CUresult cuDevicePrimaryCtxReset(CUdevice dev) {
+    return cuDevicePrimaryCtxReset_v2(dev);
 }
 
 TR_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) {

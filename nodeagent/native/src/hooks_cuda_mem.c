@@ -427,3 +427,93 @@ TR_EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev) {
     if (slice < *bytes) *bytes = slice;
     return r;
 }
+
+/* ---- Legacy v1 entry points (CUDA < 3.2: 32-bit sizes and device pointers). Still exported by
+ * real drivers and reachable by name, but nothing built since CUDA 3.2 calls them, and a 32-bit
+ * device pointer cannot name most of a modern card. Allocators are refused outright, without
+ * touching the driver (fail closed: CUDA_ERROR_NOT_SUPPORTED); a v1 free has nothing of ours to
+ * free. The two info calls report the slice view, clamped to 32 bits: never more than the slice,
+ * so they cannot invite an allocation the cap would refuse. */
+
+#include <limits.h>
+
+static unsigned int clamp32(size_t v) { return v > UINT_MAX ? UINT_MAX : (unsigned int)v; }
+
+TR_EXPORT CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize) {
+    (void)dptr, (void)bytesize;
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+TR_EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch,
+                                   unsigned int WidthInBytes, unsigned int Height,
+                                   unsigned int ElementSizeBytes) {
+    (void)dptr, (void)pPitch, (void)WidthInBytes, (void)Height, (void)ElementSizeBytes;
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+TR_EXPORT CUresult cuMemFree(CUdeviceptr_v1 dptr) {
+    (void)dptr;
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+TR_EXPORT CUresult cuArrayCreate(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR_v1 *desc) {
+    (void)pHandle, (void)desc;
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+TR_EXPORT CUresult cuArray3DCreate(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR_v1 *desc) {
+    (void)pHandle, (void)desc;
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+TR_EXPORT CUresult cuMemGetInfo(unsigned int *free, unsigned int *total) {
+    size_t f = 0, t = 0;
+    CUresult r = cuMemGetInfo_v2(&f, &t);
+    if (r == CUDA_SUCCESS) {
+        if (free) *free = clamp32(f);
+        if (total) *total = clamp32(t);
+    }
+    return r;
+}
+
+TR_EXPORT CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev) {
+    size_t b = 0;
+    CUresult r = cuDeviceTotalMem_v2(&b, dev);
+    if (r == CUDA_SUCCESS && bytes) *bytes = clamp32(b);
+    return r;
+}
+
+/* ---- Graph memory nodes take device memory from the graph memory pool when the graph runs,
+ * outside every allocation call above, and the driver does not say how much a pool holds per
+ * node or when instantiation backs them. They are refused (CUDA_ERROR_NOT_SUPPORTED); programs
+ * allocate before capture or use cuMemAllocAsync outside a graph. */
+
+TR_EXPORT CUresult cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+                                          const CUgraphNode *dependencies, size_t numDependencies,
+                                          CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams) {
+    (void)phGraphNode, (void)hGraph, (void)dependencies, (void)numDependencies, (void)nodeParams;
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+TR_EXPORT CUresult cuGraphAddNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+                                  const CUgraphNode *dependencies, size_t numDependencies,
+                                  CUgraphNodeParams *nodeParams) {
+    if (nodeParams && nodeParams->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    tr_resolve();
+    if (!tr_real[TR_cuGraphAddNode]) return CUDA_ERROR_NOT_FOUND;
+    return REAL_FN(cuGraphAddNode)(phGraphNode, hGraph, dependencies, numDependencies,
+                                   nodeParams);
+}
+
+TR_EXPORT CUresult cuGraphAddNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph,
+                                     const CUgraphNode *dependencies,
+                                     const CUgraphEdgeData *dependencyData,
+                                     size_t numDependencies, CUgraphNodeParams *nodeParams) {
+    if (nodeParams && nodeParams->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    tr_resolve();
+    if (!tr_real[TR_cuGraphAddNode_v2]) return CUDA_ERROR_NOT_FOUND;
+    return REAL_FN(cuGraphAddNode_v2)(phGraphNode, hGraph, dependencies, dependencyData,
+                                      numDependencies, nodeParams);
+}

@@ -40,13 +40,17 @@ static int hook_index(const char *name) {
     return -1;
 }
 
-/* The driver picked a variant for (base name, version, flags); hand back our hook for it. */
+/* The driver picked a variant for (base name, version, flags); hand back our hook for it,
+ * the hook of that very variant, so the caller's signature matches. A variant of a hooked base
+ * name that none of our hooks covers (a newer driver's _vN) is refused: NULL, fail closed. */
 void *tr_hook_substitute(const char *symbol, void *real) {
+    int known_base = 0;
     for (int i = 0; i < HOOK_COUNT; i++) {
-        if (tr_real[hook_table[i].id] == real && same(hook_table[i].base, symbol))
-            return hook_table[i].hook;
+        if (!same(hook_table[i].base, symbol)) continue;
+        known_base = 1;
+        if (tr_real[hook_table[i].id] == real) return hook_table[i].hook;
     }
-    return real;
+    return known_base ? NULL : real;
 }
 
 typedef void *(*dlsym_fn)(void *, const char *);

@@ -1,0 +1,175 @@
+/*
+ * Tries to take more device memory than the slice through entry points other than the _v2
+ * allocation calls: the legacy v1 calls, cuCtxCreate_v3/_v4 and graph memory nodes, each
+ * reached three ways (HOW): linked directly, through dlopen("libcuda.so.1") + dlsym, and
+ * through cuGetProcAddress with the cudaVersion that selects that variant. Usage:
+ *   escape PATH HOW    PATH: alloc pitch array array3d ctx1 ctx3 ctx4 graph graphnode
+ *                      HOW: direct dlsym getproc
+ *   escape info HOW    the v1 cuMemGetInfo / cuDeviceTotalMem views
+ * Prints "RESULT codes=<each attempt's CUresult> phys=<bytes this process holds on device 0,
+ * as the driver's NVML lists it> free=<cuMemGetInfo_v2 free afterwards>".
+ */
+#include "common.h"
+
+#include <dlfcn.h>
+#include <nvml.h>
+#include <unistd.h>
+
+#define MiB (1ull << 20)
+
+static const char *how = "direct";
+
+/* The entry point `name` (exact exported name) / `base` at `version`, the way HOW finds it. */
+static void *entry(const char *name, const char *base, int version, void *direct) {
+    if (!strcmp(how, "direct")) return direct;
+    if (!strcmp(how, "dlsym")) {
+        void *h = dlopen("libcuda.so.1", RTLD_NOW);
+        return h ? dlsym(h, name) : NULL;
+    }
+    void *p = NULL;
+    CUdriverProcAddressQueryResult st;
+    if (cuGetProcAddress_v2(base, &p, version, 0, &st) != CUDA_SUCCESS) return NULL;
+    return p;
+}
+
+static uint64_t phys_used(void) {
+    void *h = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+    if (!h) return ~0ull;
+    nvmlReturn_t (*init)(void) = (nvmlReturn_t(*)(void))dlsym(h, "nvmlInit_v2");
+    nvmlReturn_t (*byidx)(unsigned, nvmlDevice_t *) =
+        (nvmlReturn_t(*)(unsigned, nvmlDevice_t *))dlsym(h, "nvmlDeviceGetHandleByIndex_v2");
+    nvmlReturn_t (*procs)(nvmlDevice_t, unsigned *, nvmlProcessInfo_t *) =
+        (nvmlReturn_t(*)(nvmlDevice_t, unsigned *, nvmlProcessInfo_t *))dlsym(
+            h, "nvmlDeviceGetComputeRunningProcesses_v3");
+    nvmlDevice_t d;
+    nvmlProcessInfo_t info[64];
+    unsigned n = 64;
+    if (!init || !byidx || !procs || init() != NVML_SUCCESS || byidx(0, &d) != NVML_SUCCESS ||
+        procs(d, &n, info) != NVML_SUCCESS)
+        return ~0ull;
+    for (unsigned i = 0; i < n; i++)
+        if (info[i].pid == (unsigned)getpid()) return info[i].usedGpuMemory;
+    return 0;
+}
+
+typedef CUresult (*alloc1_fn)(CUdeviceptr_v1 *, unsigned int);
+typedef CUresult (*pitch1_fn)(CUdeviceptr_v1 *, unsigned int *, unsigned int, unsigned int,
+                              unsigned int);
+typedef CUresult (*array1_fn)(CUarray *, const CUDA_ARRAY_DESCRIPTOR_v1 *);
+typedef CUresult (*array3d1_fn)(CUarray *, const CUDA_ARRAY3D_DESCRIPTOR_v1 *);
+typedef CUresult (*ctx1_fn)(CUcontext *, unsigned int, CUdevice);
+typedef CUresult (*ctx3_fn)(CUcontext *, CUexecAffinityParam *, int, unsigned int, CUdevice);
+typedef CUresult (*ctx4_fn)(CUcontext *, CUctxCreateParams *, unsigned int, CUdevice);
+typedef CUresult (*destroy_fn)(CUcontext);
+typedef CUresult (*memnode_fn)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
+                               CUDA_MEM_ALLOC_NODE_PARAMS *);
+typedef CUresult (*addnode_fn)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
+                               CUgraphNodeParams *);
+typedef CUresult (*info1_fn)(unsigned int *, unsigned int *);
+typedef CUresult (*total1_fn)(unsigned int *, CUdevice);
+
+#define ATTEMPTS 4
+#define CTX_ATTEMPTS 20
+
+int main(int argc, char **argv) {
+    if (argc < 3) return 2;
+    const char *path = argv[1];
+    how = argv[2];
+    CUdevice dev;
+    CUcontext primary;
+    CHECK(open_device(0, &dev));
+    CHECK(cuCtxGetCurrent(&primary));
+    char codes[512] = "";
+    size_t len = 0;
+#define RECORD(r) len += (size_t)snprintf(codes + len, sizeof codes - len, "%s%d", len ? "," : "", (int)(r))
+
+    if (!strcmp(path, "alloc") || !strcmp(path, "pitch")) {
+        int pitch = !strcmp(path, "pitch");
+        void *f = pitch ? entry("cuMemAllocPitch", "cuMemAllocPitch", 2000, (void *)&cuMemAllocPitch)
+                        : entry("cuMemAlloc", "cuMemAlloc", 2000, (void *)&cuMemAlloc);
+        EXPECT(f != NULL);
+        for (int i = 0; i < ATTEMPTS; i++) {
+            CUdeviceptr_v1 p;
+            unsigned int pp;
+            RECORD(pitch ? ((pitch1_fn)f)(&p, &pp, 40 * 1024, 1024, 4)
+                         : ((alloc1_fn)f)(&p, 40 * MiB));
+        }
+        /* And a v1 free of anything is refused or harmless, never a crash. */
+        void *fr = entry("cuMemFree", "cuMemFree", 2000, (void *)&cuMemFree);
+        EXPECT(fr != NULL);
+        RECORD(((CUresult(*)(CUdeviceptr_v1))fr)(0x1000));
+    } else if (!strcmp(path, "array") || !strcmp(path, "array3d")) {
+        int three = !strcmp(path, "array3d");
+        void *f = three ? entry("cuArray3DCreate", "cuArray3DCreate", 2000, (void *)&cuArray3DCreate)
+                        : entry("cuArrayCreate", "cuArrayCreate", 2000, (void *)&cuArrayCreate);
+        EXPECT(f != NULL);
+        for (int i = 0; i < ATTEMPTS; i++) {
+            CUarray a;
+            CUDA_ARRAY_DESCRIPTOR_v1 d = {10240, 1024, CU_AD_FORMAT_UNSIGNED_INT32, 1};
+            CUDA_ARRAY3D_DESCRIPTOR_v1 d3 = {10240, 1024, 1, CU_AD_FORMAT_UNSIGNED_INT32, 1, 0};
+            RECORD(three ? ((array3d1_fn)f)(&a, &d3) : ((array1_fn)f)(&a, &d));
+        }
+    } else if (!strncmp(path, "ctx", 3)) {
+        void *f = !strcmp(path, "ctx1") ? entry("cuCtxCreate", "cuCtxCreate", 2000, (void *)&cuCtxCreate)
+                  : !strcmp(path, "ctx3")
+                      ? entry("cuCtxCreate_v3", "cuCtxCreate", 11040, (void *)&cuCtxCreate_v3)
+                      : entry("cuCtxCreate_v4", "cuCtxCreate", 12050, (void *)&cuCtxCreate_v4);
+        void *destroy = entry("cuCtxDestroy", "cuCtxDestroy", 2000, (void *)&cuCtxDestroy);
+        EXPECT(f != NULL && destroy != NULL);
+        CUcontext made[CTX_ATTEMPTS];
+        int n = 0;
+        for (int i = 0; i < CTX_ATTEMPTS; i++) {
+            CUcontext c = NULL;
+            CUresult r = !strcmp(path, "ctx1")   ? ((ctx1_fn)f)(&c, 0, dev)
+                         : !strcmp(path, "ctx3") ? ((ctx3_fn)f)(&c, NULL, 0, 0, dev)
+                                                 : ((ctx4_fn)f)(&c, NULL, 0, dev);
+            RECORD(r);
+            if (r == CUDA_SUCCESS) made[n++] = c;
+            CHECK(cuCtxSetCurrent(primary));
+        }
+        printf("phys_peak=%llu\n", (unsigned long long)phys_used());
+        /* Destroyed through the legacy cuCtxDestroy: the charge must go back. */
+        for (int i = 0; i < n; i++) CHECK(((destroy_fn)destroy)(made[i]));
+        CHECK(cuCtxSetCurrent(primary));
+    } else if (!strcmp(path, "graph") || !strcmp(path, "graphnode")) {
+        int node = !strcmp(path, "graphnode");
+        void *f = node ? entry("cuGraphAddNode", "cuGraphAddNode", 12020, (void *)&cuGraphAddNode)
+                       : entry("cuGraphAddMemAllocNode", "cuGraphAddMemAllocNode", 11040,
+                               (void *)&cuGraphAddMemAllocNode);
+        EXPECT(f != NULL);
+        CUgraph g;
+        CHECK(cuGraphCreate(&g, 0));
+        for (int i = 0; i < ATTEMPTS; i++) {
+            CUgraphNode n;
+            CUDA_MEM_ALLOC_NODE_PARAMS a;
+            memset(&a, 0, sizeof a);
+            a.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+            a.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+            a.poolProps.location.id = dev;
+            a.bytesize = 40 * MiB;
+            CUgraphNodeParams np;
+            memset(&np, 0, sizeof np);
+            np.type = CU_GRAPH_NODE_TYPE_MEM_ALLOC;
+            np.alloc.poolProps = a.poolProps;
+            np.alloc.bytesize = a.bytesize;
+            RECORD(node ? ((addnode_fn)f)(&n, g, NULL, 0, &np) : ((memnode_fn)f)(&n, g, NULL, 0, &a));
+        }
+        printf("phys_peak=%llu\n", (unsigned long long)phys_used());
+        CHECK(cuGraphDestroy(g));
+    } else if (!strcmp(path, "info")) {
+        void *fi = entry("cuMemGetInfo", "cuMemGetInfo", 2000, (void *)&cuMemGetInfo);
+        void *ft = entry("cuDeviceTotalMem", "cuDeviceTotalMem", 2000, (void *)&cuDeviceTotalMem);
+        EXPECT(fi != NULL && ft != NULL);
+        unsigned int free1 = 0, total1 = 0, dtotal1 = 0;
+        RECORD(((info1_fn)fi)(&free1, &total1));
+        RECORD(((total1_fn)ft)(&dtotal1, dev));
+        printf("free1=%u total1=%u device_total1=%u\n", free1, total1, dtotal1);
+    } else {
+        printf("FAIL unknown path %s\n", path);
+        return 2;
+    }
+    size_t free = 0, total = 0;
+    CHECK(cuMemGetInfo_v2(&free, &total));
+    printf("RESULT codes=%s phys=%llu free=%zu\n", codes, (unsigned long long)phys_used(), free);
+    return 0;
+}

@@ -1,0 +1,88 @@
+"""Memory cap holes outside the _v2 allocation calls: legacy v1 entry points, cuCtxCreate_v3/_v4
+and graph memory nodes, each reached directly, via dlopen+dlsym and via cuGetProcAddress with
+the cudaVersion that selects that variant. simgpu implements them like a real driver (they
+really take simulated device memory), so only the core can keep them inside the slice."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from nodeagent import region
+from tests.native.conftest import CONTEXT_MIB, GpuBox, MiB
+
+SLICE = 64 * MiB
+CTX = CONTEXT_MIB * MiB
+HOWS = ["direct", "dlsym", "getproc"]
+NOT_SUPPORTED = 801
+OOM = 2
+
+# Refused outright (fail closed): v1 allocators (+ one v1 free), v1 cuCtxCreate, graph
+# memory-allocation nodes.
+REFUSED = {
+    "alloc": [NOT_SUPPORTED] * 5,
+    "pitch": [NOT_SUPPORTED] * 5,
+    "array": [NOT_SUPPORTED] * 4,
+    "array3d": [NOT_SUPPORTED] * 4,
+    "ctx1": [NOT_SUPPORTED] * 20,
+    "graph": [NOT_SUPPORTED] * 4,
+    "graphnode": [NOT_SUPPORTED] * 4,
+}
+# Charged like cuCtxCreate_v2: contexts fit until the slice is full, then out of memory.
+FITTING = (SLICE - CTX) // CTX
+CHARGED = {p: [0] * FITTING + [OOM] * (20 - FITTING) for p in ("ctx3", "ctx4")}
+
+
+def _fields(out: str) -> dict[str, str]:
+    fields: dict[str, str] = {}
+    for line in out.splitlines():
+        fields.update(re.findall(r"(\w+)=(\S+)", line))
+    return fields
+
+
+def _escape(box: GpuBox, path: str, how: str) -> dict[str, str]:
+    c = box.container("c", [(0, SLICE, 100)])
+    proc = box.run(c, "escape", path, how)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "RESULT" in proc.stdout, proc.stdout + proc.stderr
+    fields = _fields(proc.stdout)
+    # Never more on the device than the slice, by the driver's own per-process count ...
+    assert int(fields["phys"]) <= SLICE
+    assert int(fields.get("phys_peak", "0")) <= SLICE
+    # ... nor in the container's accounting.
+    assert region.read_region(c.region_dir).devices[0].memory_peak <= SLICE
+    return fields
+
+
+@pytest.mark.parametrize("how", HOWS)
+@pytest.mark.parametrize("path", sorted(REFUSED))
+def test_legacy_and_graph_allocators_are_refused(any_box: GpuBox, path: str, how: str) -> None:
+    fields = _escape(any_box, path, how)
+    assert [int(x) for x in fields["codes"].split(",")] == REFUSED[path]
+    # Nothing but the primary context ever reached the device.
+    assert int(fields["phys"]) == CTX
+    assert int(fields.get("phys_peak", str(CTX))) == CTX
+    assert int(fields["free"]) == SLICE - CTX
+
+
+@pytest.mark.parametrize("how", HOWS)
+@pytest.mark.parametrize("path", sorted(CHARGED))
+def test_new_context_variants_are_charged_and_released(
+    any_box: GpuBox, path: str, how: str
+) -> None:
+    fields = _escape(any_box, path, how)
+    assert [int(x) for x in fields["codes"].split(",")] == CHARGED[path]
+    assert int(fields["phys_peak"]) == SLICE  # filled exactly, never over
+    # Destroyed through the legacy cuCtxDestroy: every context's charge came back.
+    assert int(fields["phys"]) == CTX
+    assert int(fields["free"]) == SLICE - CTX
+
+
+@pytest.mark.parametrize("how", HOWS)
+def test_legacy_info_calls_report_the_slice(box: GpuBox, how: str) -> None:
+    fields = _escape(box, "info", how)
+    assert fields["codes"] == "0,0"
+    assert int(fields["total1"]) == SLICE
+    assert int(fields["device_total1"]) == SLICE
+    assert int(fields["free1"]) == SLICE - CTX

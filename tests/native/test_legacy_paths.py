@@ -86,3 +86,8 @@ def test_legacy_info_calls_report_the_slice(box: GpuBox, how: str) -> None:
     assert int(fields["total1"]) == SLICE
     assert int(fields["device_total1"]) == SLICE
     assert int(fields["free1"]) == SLICE - CTX
+
+
+def test_get_proc_address_hands_out_the_hook_of_the_selected_variant(any_box: GpuBox) -> None:
+    fields = _escape(any_box, "lookup", "-")
+    assert fields["codes"] == "0"

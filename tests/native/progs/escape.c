@@ -6,6 +6,8 @@
  *   escape PATH HOW    PATH: alloc pitch array array3d ctx1 ctx3 ctx4 graph graphnode
  *                      HOW: direct dlsym getproc
  *   escape info HOW    the v1 cuMemGetInfo / cuDeviceTotalMem views
+ *   escape lookup -    cuGetProcAddress hands out the hook of the very variant the
+ *                      cudaVersion selects (signatures match), never the real one
  * Prints "RESULT codes=<each attempt's CUresult> phys=<bytes this process holds on device 0,
  * as the driver's NVML lists it> free=<cuMemGetInfo_v2 free afterwards>".
  */
@@ -164,6 +166,34 @@ int main(int argc, char **argv) {
         RECORD(((info1_fn)fi)(&free1, &total1));
         RECORD(((total1_fn)ft)(&dtotal1, dev));
         printf("free1=%u total1=%u device_total1=%u\n", free1, total1, dtotal1);
+    } else if (!strcmp(path, "lookup")) {
+        static const struct {
+            const char *base, *variant;
+            int version;
+        } cases[] = {
+            {"cuMemAlloc", "cuMemAlloc", 2000},       {"cuMemAlloc", "cuMemAlloc_v2", 12090},
+            {"cuMemGetInfo", "cuMemGetInfo", 3010},   {"cuMemFree", "cuMemFree", 2000},
+            {"cuCtxCreate", "cuCtxCreate", 2000},     {"cuCtxCreate", "cuCtxCreate_v2", 11000},
+            {"cuCtxCreate", "cuCtxCreate_v3", 12000}, {"cuCtxCreate", "cuCtxCreate_v4", 12090},
+            {"cuCtxDestroy", "cuCtxDestroy", 3020},   {"cuArrayCreate", "cuArrayCreate", 2000},
+            {"cuGraphAddNode", "cuGraphAddNode", 12020},
+            {"cuGraphAddNode", "cuGraphAddNode_v2", 12090},
+            {"cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxRelease", 10000},
+        };
+        void *lib = dlopen("libcuda.so.1", RTLD_NOW);
+        EXPECT(lib != NULL);
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+            void *p = NULL, *want = dlsym(lib, cases[i].variant);
+            CHECK(cuGetProcAddress_v2(cases[i].base, &p, cases[i].version, 0, NULL));
+            Dl_info di;
+            int core = want && dladdr(want, &di) && di.dli_fname && strstr(di.dli_fname, "libtranche");
+            if (!core || p != want) {
+                printf("FAIL cuGetProcAddress(%s, %d) is not the core's %s\n", cases[i].base,
+                       cases[i].version, cases[i].variant);
+                return 1;
+            }
+        }
+        RECORD(0);
     } else {
         printf("FAIL unknown path %s\n", path);
         return 2;

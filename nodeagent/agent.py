@@ -100,7 +100,9 @@ async def run(opts: Options) -> None:
         opts.node,
         preparer.checkpoint,
         gpus,
-        nvml_process_memory=None if opts.simulate else discovery.process_memory,
+        # simgpu's NVML is loaded in this process in simulation mode and reports per-process
+        # memory too, so the backstop runs there as on a real driver.
+        nvml_process_memory=discovery.process_memory,
         tolerance_bytes=opts.tolerance_mib * 1024**2,
         kill_offenders=opts.backstop,
     )

@@ -4,8 +4,9 @@ Each prepared claim has a region folder the interception core accounts in. `coll
 every region, reclaims slots of dead processes, turns cumulative counters into rates between
 two samples (compute share used over the last interval) and cross-checks NVML per-process
 memory: a process above its slice's cap by more than the tolerance is reported and, if
-enforcement is on, stopped. On the simulated GPU NVML cannot attribute memory to processes,
-so the cross-check finds nothing there (the core's own cap still applies).
+enforcement is on, stopped. simgpu's NVML reports per-process memory as a real driver does, so
+the cross-check runs on the simulated GPU too; its SIMGPU_DRIVER_OVERHEAD_PERMILLE fault
+injection (test-only) makes NVML see more than the core charged, to exercise this backstop.
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@
 
 typedef struct alloc {
     uint64_t ptr, size;
+    uint64_t overhead; /* SIMULATED driver overhead taken with this allocation (test-only) */
     int dev;
     struct CUmemPoolHandle_st *pool;
     struct alloc *next;
@@ -29,14 +30,16 @@ static struct CUmemPoolHandle_st default_pool[SIM_MAX_DEV];
 
 static size_t bucket(uint64_t p) { return (size_t)((p >> 8) * 0x9E3779B97F4A7C15ull >> 52); }
 
-static void remember(uint64_t p, uint64_t size, int dev, struct CUmemPoolHandle_st *pool) {
+static int remember(uint64_t p, uint64_t size, uint64_t overhead, int dev,
+                    struct CUmemPoolHandle_st *pool) {
     alloc_t *a = malloc(sizeof *a);
-    if (!a) return;
-    *a = (alloc_t){p, size, dev, pool, NULL};
+    if (!a) return -1;
+    *a = (alloc_t){p, size, overhead, dev, pool, NULL};
     pthread_mutex_lock(&mu);
     a->next = buckets[bucket(p)];
     buckets[bucket(p)] = a;
     pthread_mutex_unlock(&mu);
+    return 0;
 }
 
 static alloc_t *forget(uint64_t p) {
@@ -70,14 +73,27 @@ static CUresult dev_alloc(CUdeviceptr *dptr, uint64_t size, struct CUmemPoolHand
     if (r != CUDA_SUCCESS) return r;
     if (!dptr || size == 0) return CUDA_ERROR_INVALID_VALUE;
     int dev = sim_cur->dev;
+    /* SIMULATED driver overhead (test-only fault injection): floor(size * permille / 1000),
+     * computed without overflow; charged to this process, invisible to the core. */
+    uint64_t pm = sim_overhead_permille, overhead = 0;
+    if (pm) {
+        if (size / 1000 > UINT64_MAX / pm) return CUDA_ERROR_OUT_OF_MEMORY;
+        overhead = size / 1000 * pm + size % 1000 * pm / 1000;
+    }
     if (!pool && sim_mem_take(dev, size) != 0) return CUDA_ERROR_OUT_OF_MEMORY;
-    void *p = sim_host_map(size);
-    if (!p) {
+    if (overhead && sim_mem_take(dev, overhead) != 0) {
         if (!pool) sim_mem_give(dev, size);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
+    void *p = sim_host_map(size);
+    if (!p) {
+        if (!pool) sim_mem_give(dev, size);
+        if (overhead) sim_mem_give(dev, overhead);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     *dptr = (CUdeviceptr)(uintptr_t)p;
-    remember(*dptr, size, dev, pool);
+    if (remember(*dptr, size, overhead, dev, pool) != 0 && overhead)
+        sim_mem_give(dev, overhead); /* untracked, as before; at least do not leak the overhead */
     return CUDA_SUCCESS;
 }
 
@@ -105,6 +121,7 @@ static CUresult dev_free(CUdeviceptr p, int want_pool) {
     if (!a) return CUDA_ERROR_INVALID_VALUE;
     (void)want_pool;
     sim_host_unmap((void *)(uintptr_t)a->ptr, a->size);
+    if (a->overhead) sim_mem_give(a->dev, a->overhead);
     if (a->pool) {
         struct CUmemPoolHandle_st *pl = a->pool;
         pthread_mutex_lock(&mu);

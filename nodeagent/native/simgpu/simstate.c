@@ -15,6 +15,7 @@
 int sim_ndev;
 sim_devcfg_t sim_cfg[SIM_MAX_DEV];
 sim_state_t *sim_state;
+uint64_t sim_overhead_permille;
 static int state_fd = -1;
 static int my_slot = -1;
 static int init_rc = -1;
@@ -155,8 +156,25 @@ static void after_fork(void) {
     claim_slot();
 }
 
+/* Test-only fault injection (see simstate.h); an invalid value is ignored with one note. */
+static void load_overhead(void) {
+    const char *v = getenv("SIMGPU_DRIVER_OVERHEAD_PERMILLE");
+    sim_overhead_permille = 0;
+    if (!v || !*v) return;
+    char *end;
+    errno = 0;
+    unsigned long long n = strtoull(v, &end, 10);
+    if (errno || *end || *v == '-' || *v == '+' || n > 1000000ull) {
+        fprintf(stderr, "simgpu: ignoring SIMGPU_DRIVER_OVERHEAD_PERMILLE=%s (want 0..1000000)\n",
+                v);
+        return;
+    }
+    sim_overhead_permille = n;
+}
+
 static void do_init(void) {
     if (load_config() != 0) return;
+    load_overhead();
     const char *path = getenv("SIMGPU_STATE");
     if (!path || !*path) path = "/tmp/simgpu-state";
     state_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);

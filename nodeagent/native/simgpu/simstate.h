@@ -51,6 +51,10 @@ typedef struct {
 extern int sim_ndev;
 extern sim_devcfg_t sim_cfg[SIM_MAX_DEV];
 extern sim_state_t *sim_state;
+/* SIMULATED/TEST-ONLY fault injection: SIMGPU_DRIVER_OVERHEAD_PERMILLE (default 0, read once at
+ * init). Each dev_alloc also takes size * permille / 1000 bytes for the calling process, as a
+ * real driver's internal allocations the interception core cannot see; freed with it. */
+extern uint64_t sim_overhead_permille;
 
 /* Load config and map state once per process; 0 on success. */
 int sim_init(void);

@@ -8,6 +8,7 @@ portal's settings find them. PostgreSQL refuses to run as root, so as root it ru
 
 from __future__ import annotations
 
+import hashlib
 import os
 import pwd
 import secrets
@@ -28,6 +29,7 @@ class Layout:
     state: Path
     pg_port: int
     redis_port: int
+    pg_root: Path
 
     @property
     def secrets(self) -> Path:
@@ -35,16 +37,42 @@ class Layout:
 
     @property
     def pg_data(self) -> Path:
-        return self.state / "pg" / "data"
+        return self.pg_root / "data"
+
+    @property
+    def pg_log(self) -> Path:
+        """Beside the other logs, unless PostgreSQL had to move out of the state folder."""
+        if self.pg_root == self.state / "pg":
+            return self.state / "logs" / "postgres.log"
+        return self.pg_root / "postgres.log"
 
     @property
     def redis_dir(self) -> Path:
         return self.state / "redis"
 
 
+def _pg_root(state: Path) -> Path:
+    """Where PostgreSQL keeps its data: `<state>/pg`, unless (as root) the `postgres` user cannot
+    reach that folder, e.g. a clone under /root; then a folder of this checkout's own under
+    /var/tmp, so `make test` still works there instead of failing on a permission."""
+    default = state / "pg"
+    if os.geteuid() != 0:
+        return default
+    existing = next(p for p in (state, *state.parents) if p.exists())
+    probe = subprocess.run(
+        _as_pg_user(["test", "-x", str(existing)]), check=False, capture_output=True
+    )
+    if probe.returncode == 0:
+        return default
+    digest = hashlib.sha256(str(state.resolve()).encode()).hexdigest()[:12]
+    # Predictable name, so _pg_owner_ok refuses it unless root or postgres owns it (no symlink).
+    return Path("/var/tmp") / f"tranche-pg-{digest}"  # noqa: S108
+
+
 def layout() -> Layout:
     state = Path(os.environ.get("TRANCHE_STATE_DIR", REPO / ".state"))
     return Layout(
+        pg_root=_pg_root(state),
         state=state,
         pg_port=int(os.environ.get("TRANCHE_DB_PORT", "55432")),
         redis_port=int(os.environ.get("TRANCHE_REDIS_PORT", "56379")),
@@ -95,7 +123,13 @@ def _pg_owner_ok(lay: Layout) -> None:
     if os.geteuid() != 0:
         return
     pg = pwd.getpwnam("postgres")
-    lay.pg_data.parent.mkdir(parents=True, exist_ok=True)
+    lay.pg_data.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    info = lay.pg_root.lstat()
+    if lay.pg_root.is_symlink() or info.st_uid not in (0, pg.pw_uid):
+        raise ServiceError(
+            f"{lay.pg_root} is a link or belongs to uid {info.st_uid}, not root or postgres; "
+            "refusing to keep database files there. Remove it or set TRANCHE_STATE_DIR"
+        )
     for path in (lay.pg_data.parent, lay.pg_data):
         if path.exists():
             os.chown(path, pg.pw_uid, pg.pw_gid)
@@ -116,10 +150,9 @@ def start_postgres(lay: Layout) -> str:
     password = secret(lay, "db-password")
     admin_password = secret(lay, "db-admin-password")
     _pg_owner_ok(lay)
-    log = lay.state / "logs" / "postgres.log"
+    log = lay.pg_log
     log.parent.mkdir(parents=True, exist_ok=True)
     if os.geteuid() == 0:
-        shutil.chown(log.parent, "root")
         log.touch()
         shutil.chown(log, "postgres")
     if not (lay.pg_data / "PG_VERSION").exists():

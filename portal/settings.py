@@ -54,6 +54,7 @@ INSTALLED_APPS = [
     "portal.orders",
     "portal.billing",
     "portal.agents",
+    "portal.status",
 ]
 
 MIDDLEWARE = [

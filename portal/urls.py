@@ -9,6 +9,7 @@ from django.urls import path, register_converter
 from portal.catalog import views as catalog_views
 from portal.core import views as core_views
 from portal.orders import views as order_views
+from portal.status import views as status_views
 from portal.tenants import views as tenant_views
 
 
@@ -40,6 +41,7 @@ urlpatterns = [
     path("switch/", tenant_views.switch_project, name="switch_project"),
     path("catalogue/", catalog_views.catalogue, name="catalogue"),
     path(P, order_views.quota, name="quota"),
+    path(P + "status/", status_views.project_status, name="project_status"),
     path(P + "order/", order_views.order_form, name="order_form"),
     path(P + "order/confirm/", order_views.order_confirm, name="order_confirm"),
     path(P + "orders/", order_views.order_list, name="order_list"),

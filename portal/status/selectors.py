@@ -1,0 +1,120 @@
+"""Every read of the live status pages, scoped to the caller.
+
+Who may watch a project: any member (any role) of its organization, and active staff users in
+the "Support" or "Billing" group, and superusers (every project). Anyone else gets `Http404`,
+so another organization's project is indistinguishable from a missing one. The page and the
+websocket consumer use the same rule (`watchable_projects`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC
+
+from django.contrib.auth import get_user_model
+from django.db.models import QuerySet
+from django.http import Http404
+
+from portal.agents.models import PodSliceStatus
+from portal.agents.selectors import project_pod_statuses
+from portal.tenants.models import Project
+from portal.tenants.selectors import projects_of
+
+STAFF_GROUPS = ("Support", "Billing")
+MIB = 1024 * 1024
+# Column order of the table; the page and the live updates both use it.
+FIELDS = (
+    ("pod", "Pod"),
+    ("node", "Node"),
+    ("gpu", "GPU"),
+    ("memory", "Memory used / limit"),
+    ("rejected", "Rejected allocations"),
+    ("compute", "Compute used / target"),
+    ("throttled", "Throttled"),
+    ("processes", "Processes"),
+    ("reported", "Last report"),
+)
+
+
+@dataclass(frozen=True)
+class PodRow:
+    """One pod of the table: `key` identifies the row, `cells` maps FIELDS to display text."""
+
+    key: str
+    cells: dict[str, str]
+
+    def as_json(self) -> dict:
+        return {"key": self.key, "cells": self.cells}
+
+    def ordered_cells(self) -> list[tuple[str, str]]:
+        return [(name, self.cells[name]) for name, _label in FIELDS]
+
+
+def is_status_staff(user) -> bool:
+    """Superusers, and staff in a Support or Billing group, see every project's status."""
+    if not (getattr(user, "is_authenticated", False) and user.is_active):
+        return False
+    if user.is_superuser:
+        return True
+    return user.is_staff and user.groups.filter(name__in=STAFF_GROUPS).exists()
+
+
+def watchable_projects(user) -> QuerySet[Project]:
+    """Projects whose live status `user` may watch."""
+    if not (getattr(user, "is_authenticated", False) and user.is_active):
+        return Project.objects.none()
+    if is_status_staff(user):
+        return Project.objects.select_related("organization")
+    return projects_of(user)
+
+
+def get_watched_project(user, project_id: int) -> Project:
+    """The project if `user` may watch it, else 404."""
+    project = watchable_projects(user).filter(pk=project_id).first()
+    if project is None:
+        raise Http404("No such project.")
+    return project
+
+
+def can_watch(user_id: int | None, project_id: int) -> bool:
+    """Fresh permission check for a long-lived socket: the user is re-read from the database,
+    so a removed membership, a dropped group or a deactivated account counts at once."""
+    user = get_user_model().objects.filter(pk=user_id).first() if user_id else None
+    return user is not None and watchable_projects(user).filter(pk=project_id).exists()
+
+
+def _percent(part: float, whole: float) -> str:
+    return f"{100 * part / whole:.0f}%" if whole else "—"
+
+
+def pod_row(status: PodSliceStatus) -> PodRow:
+    """Display text of one pod's latest status (the single place that formats it)."""
+    used = status.memory_used_bytes // MIB
+    limit = status.memory_limit_bytes // MIB
+    memory_percent = _percent(status.memory_used_bytes, status.memory_limit_bytes)
+    reported = status.reported_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    cells = {
+        "pod": status.pod_name,
+        "node": status.node_name,
+        "gpu": status.gpu_uuid,
+        "memory": f"{used} / {limit} MiB ({memory_percent})",
+        "rejected": str(status.rejected_allocations),
+        "compute": f"{status.compute_used_percent:.1f}% / {status.compute_target_percent}%",
+        "throttled": f"{status.throttled_seconds:.2f} s",
+        "processes": str(status.processes),
+        "reported": reported,
+    }
+    return PodRow(key=f"{status.namespace}/{status.pod_name}", cells=cells)
+
+
+def pod_rows(project_id: int) -> list[PodRow]:
+    """Every pod of a project the caller was already allowed to watch (`get_watched_project`
+    or `can_watch`)."""
+    return [pod_row(s) for s in project_pod_statuses(project_id)]
+
+
+def live_pod_row(project_id: int, namespace: str, pod_name: str) -> PodRow | None:
+    """The row of one pod of `project_id` as stored now; None once it is gone."""
+    found = project_pod_statuses(project_id).filter(namespace=namespace, pod_name=pod_name)
+    status = found.first()
+    return pod_row(status) if status else None

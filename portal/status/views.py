@@ -1,0 +1,23 @@
+"""The live status page of a project: rendered from the database, then kept live by status.js."""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+
+from portal.status import selectors
+from portal.tenants.context import nav_context
+
+
+@login_required
+def project_status(request: HttpRequest, project_id: int) -> HttpResponse:
+    """Latest slice figures of every pod of the project (404 unless the caller may watch it)."""
+    project = selectors.get_watched_project(request.user, project_id)
+    context = {
+        "project": project,
+        "fields": selectors.FIELDS,
+        "rows": selectors.pod_rows(project.pk),
+        **nav_context(request, project),
+    }
+    return render(request, "status/project_status.html", context)

@@ -1,0 +1,150 @@
+"""The live status socket through the real ASGI stack (origin check, session auth), the Redis
+channel layer and PostgreSQL. Updates are published the way production publishes them: a node
+agent sends a status frame to /ws/agent/, whose consumer stores it and publishes to
+`project.<id>`."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import pytest
+from channels.db import database_sync_to_async
+from channels.testing import WebsocketCommunicator
+from django.conf import settings
+from django.test import Client
+
+from portal.agents import services
+from portal.asgi import application
+from portal.tenants.models import Membership
+from tests.factories import make_world
+
+MIB = 1024 * 1024
+NODE = "kwok-gpu-0"
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def world(transactional_db):
+    return make_world()
+
+
+@pytest.fixture
+def token(transactional_db) -> str:
+    return services.issue_node_token(NODE)
+
+
+def _session_headers(user) -> list[tuple[bytes, bytes]]:
+    client = Client()
+    client.force_login(user)
+    session = client.cookies[settings.SESSION_COOKIE_NAME].value
+    return [
+        (b"origin", b"http://localhost"),
+        (b"cookie", f"{settings.SESSION_COOKIE_NAME}={session}".encode()),
+    ]
+
+
+def _status_frame(seq: int, namespace: str, pod: str, removed: bool = False) -> str:
+    pods = [] if removed else [
+        {
+            "namespace": namespace, "pod": pod, "uid": f"uid-{pod}", "gpu_uuid": "GPU-1",
+            "memory_limit_bytes": 8192 * MIB, "memory_used_bytes": 2048 * MIB,
+            "rejected_allocations": 1, "compute_target_percent": 50,
+            "compute_used_percent": 49.0, "throttled_seconds": 0.25, "processes": 1,
+        }
+    ]  # fmt: skip
+    gone = [{"namespace": namespace, "pod": pod}] if removed else []
+    return json.dumps(
+        {"type": "status", "node": NODE, "seq": seq, "ts": time.time(), "full": False,
+         "dropped": 0, "gpus": [], "pods": pods, "removed": gone}
+    )  # fmt: skip
+
+
+async def _agent(token: str) -> WebsocketCommunicator:
+    headers = [
+        (b"origin", b"http://localhost"),
+        (b"authorization", f"Bearer {token}".encode()),
+        (b"x-tranche-node", NODE.encode()),
+    ]
+    comm = WebsocketCommunicator(application, "/ws/agent/", headers=headers)
+    connected, _ = await comm.connect()
+    assert connected
+    return comm
+
+
+async def _publish(agent: WebsocketCommunicator, frame: str) -> None:
+    await agent.send_to(text_data=frame)
+    assert "ack" in json.loads(await agent.receive_from(timeout=5))
+
+
+async def _watch(user, project_id: int) -> WebsocketCommunicator:
+    headers = await database_sync_to_async(_session_headers)(user)
+    comm = WebsocketCommunicator(application, f"/ws/projects/{project_id}/status/", headers)
+    connected, _ = await comm.connect()
+    assert connected
+    return comm
+
+
+def test_member_receives_rows_published_by_the_agent(world, token):
+    ns = world.project_a.namespace
+
+    async def scenario() -> list[dict]:
+        page = await _watch(world.member, world.project_a.pk)
+        agent = await _agent(token)
+        got = [await page.receive_json_from(timeout=5)]
+        await _publish(agent, _status_frame(1, ns, "train-0"))
+        got.append(await page.receive_json_from(timeout=5))
+        await _publish(agent, _status_frame(2, ns, "train-0", removed=True))
+        got.append(await page.receive_json_from(timeout=5))
+        await page.disconnect()
+        await agent.disconnect()
+        return got
+
+    snapshot, row, removal = asyncio.run(scenario())
+    assert snapshot == {"type": "snapshot", "rows": []}
+    assert row["type"] == "row"
+    assert row["key"] == f"{ns}/train-0"
+    assert row["cells"]["memory"] == "2048 / 8192 MiB (25%)"
+    assert row["cells"]["node"] == NODE
+    assert removal == {"type": "remove", "key": f"{ns}/train-0"}
+
+
+def test_outsider_is_refused_with_4403(world):
+    async def scenario() -> dict:
+        page = await _watch(world.outsider, world.project_a.pk)
+        return await page.receive_output(timeout=5)
+
+    assert asyncio.run(scenario()) == {"type": "websocket.close", "code": 4403}
+
+
+def test_anonymous_is_refused_with_4403(world):
+    async def scenario() -> dict:
+        headers = [(b"origin", b"http://localhost")]
+        comm = WebsocketCommunicator(
+            application, f"/ws/projects/{world.project_a.pk}/status/", headers
+        )
+        await comm.connect()
+        return await comm.receive_output(timeout=5)
+
+    assert asyncio.run(scenario()) == {"type": "websocket.close", "code": 4403}
+
+
+def test_removed_member_is_disconnected_on_the_next_event(world, token):
+    ns = world.project_a.namespace
+
+    async def scenario() -> tuple[dict, dict]:
+        page = await _watch(world.member, world.project_a.pk)
+        snapshot = await page.receive_json_from(timeout=5)
+        agent = await _agent(token)
+        await database_sync_to_async(
+            Membership.objects.filter(user=world.member, organization=world.org_a).delete
+        )()
+        await _publish(agent, _status_frame(1, ns, "train-0"))
+        closed = await page.receive_output(timeout=5)
+        await agent.disconnect()
+        return snapshot, closed
+
+    snapshot, closed = asyncio.run(scenario())
+    assert snapshot == {"type": "snapshot", "rows": []}
+    assert closed == {"type": "websocket.close", "code": 4403}

@@ -17,6 +17,7 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 
 from portal.agents import services
 from portal.agents.protocol import MessageRejectedError, parse_status
+from portal.core.groups import project_group
 
 log = logging.getLogger("portal.agents")
 
@@ -65,7 +66,7 @@ class AgentConsumer(AsyncWebsocketConsumer):
             await self.send(json.dumps({"error": str(exc), "seq": seq}))
             return
         for item in events:
-            await self.channel_layer.group_send(f"project.{item.project_id}", item.event)
+            await self.channel_layer.group_send(project_group(item.project_id), item.event)
         await self.send(json.dumps({"ack": msg.seq}))
 
     async def disconnect(self, code: int) -> None:

@@ -16,14 +16,10 @@ from __future__ import annotations
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
+from portal.core.groups import project_group
 from portal.status import selectors
 
 CLOSE_FORBIDDEN = 4403
-
-
-def group_name(project_id: int) -> str:
-    """The channel group the agents consumer publishes a project's updates to."""
-    return f"project.{int(project_id)}"
 
 
 def _snapshot(user_id: int | None, project_id: int) -> list[dict] | None:
@@ -60,7 +56,7 @@ class ProjectStatusConsumer(AsyncJsonWebsocketConsumer):
             await self.close(code=CLOSE_FORBIDDEN)
             return
         self.project_id = project_id
-        await self.channel_layer.group_add(group_name(project_id), self.channel_name)
+        await self.channel_layer.group_add(project_group(project_id), self.channel_name)
         await self.send_json({"type": "snapshot", "rows": rows})
 
     async def _forward(self, event: dict) -> None:
@@ -83,7 +79,9 @@ class ProjectStatusConsumer(AsyncJsonWebsocketConsumer):
 
     async def _leave(self) -> None:
         if self.project_id is not None:
-            await self.channel_layer.group_discard(group_name(self.project_id), self.channel_name)
+            await self.channel_layer.group_discard(
+                project_group(self.project_id), self.channel_name
+            )
             self.project_id = None
 
     async def disconnect(self, code: int) -> None:

@@ -1,0 +1,8 @@
+"""Channel-layer group names, derived from ids only (never from user input)."""
+
+from __future__ import annotations
+
+
+def project_group(project_id: int) -> str:
+    """One group per project: agents publish its pods' status there, live pages listen."""
+    return f"project.{int(project_id)}"

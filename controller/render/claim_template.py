@@ -1,7 +1,7 @@
 """The documented ResourceClaimTemplate per product, and the entitlements the policies read.
 
-Must equal `portal.catalog.manifests.render_claim_template` (what the manifest page shows); a
-unit test compares the two for every seeded product.
+The one renderer of the documented form: the portal's manifest page shows exactly this (it
+imports it), the claim policy admits exactly this, and a unit test pins both for every product.
 """
 
 from __future__ import annotations
@@ -11,19 +11,20 @@ from typing import Any
 from controller.render.spec import (
     CLAIM_REQUEST_NAME,
     ENTITLEMENTS_CONFIGMAP,
-    ProductSpec,
+    ProjectIdentity,
     ProjectSpec,
+    SliceSize,
     memory_quantity,
     project_labels,
 )
 
 
-def claim_capacity(product: ProductSpec) -> dict[str, str]:
+def claim_capacity(product: SliceSize) -> dict[str, str]:
     """The exact capacity requests of one slice of `product`."""
     return {"memory": memory_quantity(product.memory_mib), "cores": str(product.compute_percent)}
 
 
-def render_claim_template(spec: ProjectSpec, product: ProductSpec) -> dict[str, Any]:
+def render_claim_template(spec: ProjectIdentity, product: SliceSize) -> dict[str, Any]:
     """Template named like the class; one request `gpu`, count 1, the product's capacity."""
     return {
         "apiVersion": "resource.k8s.io/v1",

@@ -7,6 +7,7 @@ them here (no Django, no kubernetes) lets golden tests construct them by hand.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 DRIVER = "gpu.tranche.dev"
 LABEL_DOMAIN = "tranche.dev"
@@ -92,7 +93,29 @@ def cpu_quantity(millicores: int) -> str:
     return f"{millicores}m"
 
 
-def project_labels(spec: ProjectSpec) -> dict[str, str]:
+class ProjectIdentity(Protocol):
+    """What labels and namespaced objects need of a project (ProjectSpec, or the portal's ref)."""
+
+    @property
+    def namespace(self) -> str: ...
+    @property
+    def organization(self) -> str: ...
+    @property
+    def project(self) -> str: ...
+
+
+class SliceSize(Protocol):
+    """What a claim template needs of a product (ProductSpec, or the portal's)."""
+
+    @property
+    def device_class(self) -> str: ...
+    @property
+    def memory_mib(self) -> int: ...
+    @property
+    def compute_percent(self) -> int: ...
+
+
+def project_labels(spec: ProjectIdentity) -> dict[str, str]:
     """Labels on every object Tranche manages in a project namespace (prune selects on them)."""
     return {
         LABEL_ORGANIZATION: spec.organization,

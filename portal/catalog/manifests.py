@@ -1,7 +1,7 @@
 """Pure renderers of the documented ResourceClaimTemplate and a sample workload using it.
 
-No Django and no Kubernetes client here: plain dataclasses in, plain dicts (and YAML text) out, so
-the controller can import this module and apply exactly what the portal shows tenants.
+No Django and no Kubernetes client here: plain dataclasses in, plain dicts (and YAML text) out.
+The claim template itself is `controller.render.claim_template` (pure too), re-exported here.
 
 Shape shared with the controller and the admission policies (keep exactly):
 - the template is named like the DeviceClass (`tranche-v100-8g`), labelled with
@@ -19,12 +19,21 @@ from typing import Any
 
 import yaml
 
-DRA_DRIVER = "gpu.tranche.dev"
-LABEL_ORGANIZATION = "tranche.dev/organization"
-LABEL_PROJECT = "tranche.dev/project"
-LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
-MANAGED_BY = "tranche"
-CLAIM_REQUEST_NAME = "gpu"
+# The claim template and its names come from the controller's pure renderers, so the page shows
+# exactly what the controller applies and the admission policy admits (one source of truth).
+from controller.render.claim_template import render_claim_template
+from controller.render.spec import CLAIM_REQUEST_NAME, LABEL_PROJECT, memory_quantity
+
+__all__ = [
+    "ProductSpec",
+    "ProjectRef",
+    "WorkloadSpec",
+    "memory_quantity",
+    "render_claim_template",
+    "render_models_volume",
+    "render_sample_deployment",
+    "to_yaml",
+]
 
 
 @dataclass(frozen=True)
@@ -62,56 +71,6 @@ class WorkloadSpec:
     # Tenant namespaces warn on anything below Pod Security "restricted"; the sample we hand
     # out must not, so it runs as an unprivileged user that owns the model volume.
     run_as_user: int = 1000
-
-
-def memory_quantity(memory_mib: int) -> str:
-    """Kubernetes quantity for a slice's memory: whole GiB as `8Gi`, else `<n>Mi`."""
-    if memory_mib % 1024 == 0:
-        return f"{memory_mib // 1024}Gi"
-    return f"{memory_mib}Mi"
-
-
-def tranche_labels(ref: ProjectRef) -> dict[str, str]:
-    """Labels on every object Tranche manages in a project namespace."""
-    return {
-        LABEL_ORGANIZATION: ref.organization,
-        LABEL_PROJECT: ref.project,
-        LABEL_MANAGED_BY: MANAGED_BY,
-    }
-
-
-def render_claim_template(ref: ProjectRef, product: ProductSpec) -> dict[str, Any]:
-    """The documented ResourceClaimTemplate for `product` in the project's namespace."""
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaimTemplate",
-        "metadata": {
-            "name": product.device_class,
-            "namespace": ref.namespace,
-            "labels": tranche_labels(ref),
-        },
-        "spec": {
-            "spec": {
-                "devices": {
-                    "requests": [
-                        {
-                            "name": CLAIM_REQUEST_NAME,
-                            "exactly": {
-                                "deviceClassName": product.device_class,
-                                "count": 1,
-                                "capacity": {
-                                    "requests": {
-                                        "memory": memory_quantity(product.memory_mib),
-                                        "cores": str(product.compute_percent),
-                                    }
-                                },
-                            },
-                        }
-                    ]
-                }
-            }
-        },
-    }
 
 
 def render_models_volume(ref: ProjectRef, workload: WorkloadSpec) -> dict[str, Any]:

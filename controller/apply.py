@@ -224,27 +224,20 @@ class Applier:
         path = _path(obj["apiVersion"], obj["kind"], meta.get("namespace"), meta["name"])
         query = [("fieldManager", self.field_manager), ("force", "true")]
         body = json.dumps(_with_hash(obj))
-        try:
+
+        def patch() -> dict[str, Any]:
             return self._call(
-                "apply",
-                "PATCH",
-                path,
-                query=query,
-                body=body,
+                "apply", "PATCH", path, query=query, body=body,
                 content_type="application/apply-patch+yaml",
-            )
+            )  # fmt: skip
+
+        try:
+            return patch()
         except ApplyError as exc:
             # Template specs are immutable: a changed product means delete and create again.
             if obj["kind"] == "ResourceClaimTemplate" and "immutable" in exc.message:
                 self._call("delete", "DELETE", path)
-                return self._call(
-                    "apply",
-                    "PATCH",
-                    path,
-                    query=query,
-                    body=body,
-                    content_type="application/apply-patch+yaml",
-                )
+                return patch()
             raise
 
     def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> None:

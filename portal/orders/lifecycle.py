@@ -107,33 +107,15 @@ def set_order_condition(
     observed_generation: int | None = None,
 ) -> bool:
     """Upsert one condition by `type`; writes (and bumps lastTransitionTime) only on change."""
-    if status not in ("True", "False", "Unknown"):
-        raise ValueError(f"condition status must be True/False/Unknown, not {status!r}")
     with transaction.atomic():
         order = Order.objects.select_for_update().get(pk=order_id)
         generation = order.generation if observed_generation is None else observed_generation
-        new = {
-            "type": type,
-            "status": status,
-            "reason": reason,
-            "message": message[:500],
-            "observedGeneration": generation,
-        }
-        conditions = list(order.conditions or [])
-        for i, cond in enumerate(conditions):
-            if cond.get("type") == type:
-                if {k: cond.get(k) for k in new} == new:
-                    return False
-                changed_status = cond.get("status") != status
-                new["lastTransitionTime"] = (
-                    timezone.now().isoformat() if changed_status else cond["lastTransitionTime"]
-                )
-                conditions[i] = new
-                break
-        else:
-            new["lastTransitionTime"] = timezone.now().isoformat()
-            conditions.append(new)
-        Order.objects.filter(pk=order_id).update(conditions=conditions, updated_at=timezone.now())
+        merged = merge_condition(
+            order.conditions or [], make_condition(type, status, reason, message, generation)
+        )
+        if merged is None:
+            return False
+        Order.objects.filter(pk=order_id).update(conditions=merged, updated_at=timezone.now())
         return True
 
 

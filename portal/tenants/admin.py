@@ -4,21 +4,9 @@ from __future__ import annotations
 
 from django.contrib import admin, messages
 
+from portal.core.admin import ReadOnlyAdmin
 from portal.tenants import services
 from portal.tenants.models import Invitation, Membership, Organization, Project
-
-
-class ReadOnlyAdmin(admin.ModelAdmin):
-    """Visible to staff with the view permission; changes go through services only."""
-
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False
 
 
 class MembershipInline(admin.TabularInline):

@@ -1,7 +1,10 @@
-"""Memory cap holes outside the _v2 allocation calls: legacy v1 entry points, cuCtxCreate_v3/_v4
-and graph memory nodes, each reached directly, via dlopen+dlsym and via cuGetProcAddress with
-the cudaVersion that selects that variant. simgpu implements them like a real driver (they
-really take simulated device memory), so only the core can keep them inside the slice."""
+"""Cap holes outside the _v2 allocation calls: legacy v1 entry points, cuCtxCreate_v3/_v4, green
+contexts, graph memory nodes, async allocations on a capturing stream, and launches on an
+explicit stream with no context current (outside the compute budget). Each is reached directly,
+via dlopen+dlsym and via cuGetProcAddress with the cudaVersion that selects that variant.
+simgpu implements them like a real driver (they really take simulated device memory or device
+time; `test_simgpu_alone_lets_them_through` shows it), so only the core keeps them inside the
+slice."""
 
 from __future__ import annotations
 
@@ -28,10 +31,12 @@ REFUSED = {
     "ctx1": [NOT_SUPPORTED] * 20,
     "graph": [NOT_SUPPORTED] * 4,
     "graphnode": [NOT_SUPPORTED] * 4,
+    "capture": [NOT_SUPPORTED] * 4,
 }
 # Charged like cuCtxCreate_v2: contexts fit until the slice is full, then out of memory.
 FITTING = (SLICE - CTX) // CTX
-CHARGED = {p: [0] * FITTING + [OOM] * (20 - FITTING) for p in ("ctx3", "ctx4")}
+CHARGED = {p: [0] * FITTING + [OOM] * (20 - FITTING) for p in ("ctx3", "ctx4", "green")}
+INVALID_CONTEXT = 201
 
 
 def _fields(out: str) -> dict[str, str]:
@@ -74,7 +79,7 @@ def test_new_context_variants_are_charged_and_released(
     fields = _escape(any_box, path, how)
     assert [int(x) for x in fields["codes"].split(",")] == CHARGED[path]
     assert int(fields["phys_peak"]) == SLICE  # filled exactly, never over
-    # Destroyed through the legacy cuCtxDestroy: every context's charge came back.
+    # Destroyed (cuCtxDestroy, the legacy v1 one, or cuGreenCtxDestroy): every charge came back.
     assert int(fields["phys"]) == CTX
     assert int(fields["free"]) == SLICE - CTX
 
@@ -91,3 +96,26 @@ def test_legacy_info_calls_report_the_slice(box: GpuBox, how: str) -> None:
 def test_get_proc_address_hands_out_the_hook_of_the_selected_variant(any_box: GpuBox) -> None:
     fields = _escape(any_box, "lookup", "-")
     assert fields["codes"] == "0"
+
+
+@pytest.mark.parametrize("how", HOWS)
+def test_launch_without_a_current_context_is_refused(any_box: GpuBox, how: str) -> None:
+    """A driver launching a CUkernel on an explicit stream uses the stream's context; with no
+    context current the core could not tell which budget to charge, so it refuses."""
+    c = any_box.container("c", [(0, SLICE, 25)])
+    proc = any_box.run(c, "escape", "nocontext", how)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert _fields(proc.stdout)["codes"] == ",".join([str(INVALID_CONTEXT)] * 4)
+    assert region.read_region(c.region_dir).devices[0].launches == 0
+
+
+@pytest.mark.parametrize("path", ["green", "capture", "nocontext"])
+def test_simgpu_alone_lets_them_through(box: GpuBox, path: str) -> None:
+    """Without the core the same program gets past the slice: the refusals above are the
+    core's, not the simulator's."""
+    proc = box.run(box.base_env(), "escape", path, "getproc")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    fields = _fields(proc.stdout)
+    assert set(fields["codes"].split(",")) == {"0"}
+    if path != "nocontext":
+        assert int(fields["phys_peak"]) > SLICE

@@ -367,19 +367,28 @@ SIM_API CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name
 /* ---- Launches. */
 
 static CUresult run_kernel(CUstream s, void **params) {
-    CUresult r = sim_check_ctx();
-    if (r != CUDA_SUCCESS) return r;
-    struct CUstream_st *st = sim_stream(s);
+    /* Like a real driver launching a CUkernel, an explicit stream carries its own context:
+     * no context needs to be current. The default streams need one. */
+    int explicit_stream = s && s != CU_STREAM_LEGACY && s != CU_STREAM_PER_THREAD;
+    if (!explicit_stream) {
+        CUresult r = sim_check_ctx();
+        if (r != CUDA_SUCCESS) return r;
+    } else if (!inited) {
+        return CUDA_ERROR_NOT_INITIALIZED;
+    }
+    struct CUstream_st *st = explicit_stream ? (struct CUstream_st *)s : sim_stream(s);
+    struct CUctx_st *ctx = st->ctx;
+    if (!ctx) return CUDA_ERROR_INVALID_CONTEXT;
     uint64_t dur = (params && params[0]) ? *(const uint64_t *)params[0] : 1000;
-    uint64_t end, start = sim_run(sim_cur->dev, atomic_load(&st->tail), dur, &end);
+    uint64_t end, start = sim_run(ctx->dev, atomic_load(&st->tail), dur, &end);
     struct CUevent_st *e = atomic_load(&st->last_event);
     if (e && e->stream == st && e->movable && e->seq == atomic_load(&st->ops) &&
         sim_now() - e->recorded < 20000)
         atomic_store(&e->time, start);
     atomic_fetch_add(&st->ops, 1);
     atomic_store(&st->tail, end);
-    uint64_t t = atomic_load(&sim_cur->tail);
-    while (t < end && !atomic_compare_exchange_weak(&sim_cur->tail, &t, end)) {
+    uint64_t t = atomic_load(&ctx->tail);
+    while (t < end && !atomic_compare_exchange_weak(&ctx->tail, &t, end)) {
     }
     return CUDA_SUCCESS;
 }

@@ -26,6 +26,7 @@ struct CUevent_st {
 
 struct CUstream_st {
     struct CUctx_st *ctx;
+    CUgraph capture; /* the graph being captured into, or NULL */
     _Atomic uint64_t tail;
     _Atomic uint64_t ops;
     struct CUevent_st *_Atomic last_event;
@@ -69,5 +70,8 @@ void *sim_host_map(uint64_t size);
 void sim_host_unmap(void *p, uint64_t size);
 /* Graph memory nodes (simcuda_legacy.c): give a destroyed graph's memory back. */
 void sim_graph_release(CUgraph g);
+/* Stream capture (simcuda_legacy.c): an async allocation on a capturing stream becomes a
+ * memory-allocation node of the captured graph, as in a real driver. */
+CUresult sim_capture_alloc(struct CUstream_st *st, CUdeviceptr *dptr, size_t size, int dev);
 
 #endif

@@ -4,12 +4,15 @@
  * memory-allocation nodes. Like a real driver they take device memory for real, so a test that
  * reaches them around the interception core sees the memory really leave the card. v1 device
  * pointers are the low 32 bits of simgpu's host-backed addresses: the memory is held, the
- * pointer is not usable (no program built since CUDA 3.2 uses these entry points).
+ * pointer is not usable (no program built since CUDA 3.2 uses these entry points). Also here:
+ * stream capture (an async allocation while capturing becomes a graph memory node) and green
+ * contexts, both of which take device memory outside the ordinary allocation calls.
  */
 #define _GNU_SOURCE
 #include <limits.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "simcuda.h"
 
@@ -156,4 +159,119 @@ void sim_graph_release(CUgraph g) {
     struct sim_graph *sg = (struct sim_graph *)g;
     uint64_t b = atomic_exchange(&sg->alloc_bytes, 0);
     if (b) sim_mem_give(sg->dev, b);
+}
+
+/* ---- Stream capture: between cuStreamBeginCapture and cuStreamEndCapture nothing runs; an
+ * async allocation on the capturing stream becomes a memory-allocation node of the captured
+ * graph (taken from the device like the nodes above), and the stream's pool does not grow. */
+
+SIM_API CUresult cuStreamBeginCapture_v2(CUstream s, CUstreamCaptureMode mode) {
+    (void)mode;
+    CUresult r = sim_check_ctx();
+    if (r != CUDA_SUCCESS) return r;
+    /* The legacy and per-thread default streams cannot be captured here. */
+    if (!s || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD)
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    struct CUstream_st *st = sim_stream(s);
+    if (st->capture) return CUDA_ERROR_ILLEGAL_STATE;
+    return cuGraphCreate(&st->capture, 0);
+}
+
+SIM_API CUresult cuStreamEndCapture(CUstream s, CUgraph *g) {
+    CUresult r = sim_check_ctx();
+    if (r != CUDA_SUCCESS) return r;
+    struct CUstream_st *st = sim_stream(s);
+    if (!g) return CUDA_ERROR_INVALID_VALUE;
+    if (!st || !st->capture) return CUDA_ERROR_ILLEGAL_STATE;
+    *g = st->capture;
+    st->capture = NULL;
+    return CUDA_SUCCESS;
+}
+
+SIM_API CUresult cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus *status) {
+    CUresult r = sim_check_ctx();
+    if (r != CUDA_SUCCESS) return r;
+    if (!status) return CUDA_ERROR_INVALID_VALUE;
+    struct CUstream_st *st = sim_stream(s);
+    *status = st && st->capture ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
+    return CUDA_SUCCESS;
+}
+
+SIM_API CUresult cuStreamIsCapturing_ptsz(CUstream s, CUstreamCaptureStatus *status) {
+    return cuStreamIsCapturing(s ? s : CU_STREAM_PER_THREAD, status);
+}
+
+CUresult sim_capture_alloc(struct CUstream_st *st, CUdeviceptr *dptr, size_t size, int dev) {
+    CUgraphNode node;
+    CUDA_MEM_ALLOC_NODE_PARAMS p = {0};
+    p.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    p.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    p.poolProps.location.id = dev;
+    p.bytesize = size;
+    CUresult r = add_alloc_node(&node, st->capture, &p);
+    if (r == CUDA_SUCCESS && dptr) *dptr = p.dptr;
+    return r;
+}
+
+/* ---- Green contexts (CUDA 12.4+): a context over a share of the SMs. Like a real one it
+ * holds context memory of its own on the device; the SM split itself is not simulated. */
+
+struct CUdevResourceDesc_st {
+    unsigned int sm_count;
+};
+
+struct CUgreenCtx_st {
+    struct CUctx_st ctx;
+};
+
+SIM_API CUresult cuDeviceGetDevResource(CUdevice dev, CUdevResource *res, CUdevResourceType type) {
+    if (!sim_ready()) return CUDA_ERROR_NOT_INITIALIZED;
+    if (dev < 0 || dev >= sim_ndev) return CUDA_ERROR_INVALID_DEVICE;
+    if (!res || type != CU_DEV_RESOURCE_TYPE_SM) return CUDA_ERROR_INVALID_VALUE;
+    memset(res, 0, sizeof *res);
+    res->type = type;
+    res->sm.smCount = (unsigned int)sim_cfg[dev].sm_count;
+    return CUDA_SUCCESS;
+}
+
+SIM_API CUresult cuDevResourceGenerateDesc(CUdevResourceDesc *desc, CUdevResource *res,
+                                           unsigned int n) {
+    if (!desc || !res || n == 0) return CUDA_ERROR_INVALID_VALUE;
+    struct CUdevResourceDesc_st *d = calloc(1, sizeof *d);
+    if (!d) return CUDA_ERROR_OUT_OF_MEMORY;
+    for (unsigned int i = 0; i < n; i++) d->sm_count += res[i].sm.smCount;
+    *desc = d;
+    return CUDA_SUCCESS;
+}
+
+SIM_API CUresult cuGreenCtxCreate(CUgreenCtx *phCtx, CUdevResourceDesc desc, CUdevice dev,
+                                  unsigned int flags) {
+    (void)flags;
+    if (!sim_ready()) return CUDA_ERROR_NOT_INITIALIZED;
+    if (dev < 0 || dev >= sim_ndev) return CUDA_ERROR_INVALID_DEVICE;
+    if (!phCtx || !desc) return CUDA_ERROR_INVALID_VALUE;
+    struct CUgreenCtx_st *g = calloc(1, sizeof *g);
+    if (!g) return CUDA_ERROR_OUT_OF_MEMORY;
+    if (sim_mem_take(dev, sim_cfg[dev].context_bytes) != 0) {
+        free(g);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    g->ctx.dev = dev;
+    *phCtx = g;
+    return CUDA_SUCCESS;
+}
+
+SIM_API CUresult cuGreenCtxDestroy(CUgreenCtx g) {
+    if (!sim_ready()) return CUDA_ERROR_NOT_INITIALIZED;
+    if (!g) return CUDA_ERROR_INVALID_HANDLE;
+    sim_sleep_until(atomic_load(&g->ctx.tail));
+    sim_mem_give(g->ctx.dev, sim_cfg[g->ctx.dev].context_bytes);
+    free(g);
+    return CUDA_SUCCESS;
+}
+
+SIM_API CUresult cuCtxFromGreenCtx(CUcontext *pctx, CUgreenCtx g) {
+    if (!pctx || !g) return CUDA_ERROR_INVALID_VALUE;
+    *pctx = &g->ctx;
+    return CUDA_SUCCESS;
 }

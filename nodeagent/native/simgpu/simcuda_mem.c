@@ -270,8 +270,9 @@ SIM_API CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t keep) {
 
 SIM_API CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t size, CUmemoryPool pool,
                                          CUstream s) {
-    (void)s;
     if (!pool || size == 0) return CUDA_ERROR_INVALID_VALUE;
+    struct CUstream_st *st = sim_stream(s);
+    if (st && st->capture) return sim_capture_alloc(st, dptr, size, pool->dev);
     pthread_mutex_lock(&mu);
     /* The pool grows in whole granules, like the real driver's pools. */
     uint64_t need = pool->in_use + size;

@@ -127,7 +127,11 @@ static int lock_slot(int i, short type) {
 static void reclaim_dead(void) {
     for (int i = 0; i < SIM_MAX_SLOTS; i++) {
         sim_slot_t *s = &sim_state->slots[i];
-        if (i == my_slot || atomic_load(&s->pid) == 0 || lock_slot(i, F_WRLCK) != 0) continue;
+        uint32_t pid = atomic_load(&s->pid);
+        /* Our own slot (perhaps claimed by the other simgpu library in this process: POSIX
+         * locks never conflict within one process) is alive. */
+        if (i == my_slot || pid == 0 || pid == (uint32_t)getpid() || lock_slot(i, F_WRLCK) != 0)
+            continue;
         for (int d = 0; d < SIM_MAX_DEV; d++) {
             uint64_t held = atomic_exchange(&s->used[d], 0);
             if (held) atomic_fetch_sub(&sim_state->dev[d].used, held);
@@ -138,6 +142,15 @@ static void reclaim_dead(void) {
 }
 
 static void claim_slot(void) {
+    /* libcuda and libnvidia-ml each carry this file: the second one in a process adopts the
+     * slot the first claimed instead of wiping what it holds. */
+    for (int i = 0; i < SIM_MAX_SLOTS; i++) {
+        if (atomic_load(&sim_state->slots[i].pid) == (uint32_t)getpid() &&
+            lock_slot(i, F_WRLCK) == 0) {
+            my_slot = i;
+            return;
+        }
+    }
     for (int i = 0; i < SIM_MAX_SLOTS; i++) {
         if (lock_slot(i, F_WRLCK) != 0) continue;
         sim_slot_t *s = &sim_state->slots[i];

@@ -212,3 +212,52 @@ TR_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) {
         tr_mem_release(idx, size);
     return r;
 }
+
+/* Green contexts (CUDA 12.4+, a context over a share of the SMs) hold context memory of their
+ * own and bring up the device's primary context if it is not up yet (dropped again with the
+ * green context): charged their measured growth like any context, keyed by handle, released
+ * by cuGreenCtxDestroy. Their launches are metered like any other: a context of the device is
+ * current, or the launch is refused (hooks_cuda_launch.c). */
+#define GREEN_KEY(g) ((uint64_t)(uintptr_t)(g) | 1ull << 62)
+
+TR_EXPORT CUresult cuGreenCtxCreate(CUgreenCtx *phCtx, CUdevResourceDesc desc, CUdevice dev,
+                                    unsigned int flags) {
+    if (tr_guard) return REAL_FN(cuGreenCtxCreate)(phCtx, desc, dev, flags);
+    if (!tr_ready()) return CUDA_ERROR_NOT_INITIALIZED;
+    if (!tr_real[TR_cuGreenCtxCreate]) return CUDA_ERROR_NOT_FOUND;
+    int idx = tr_dev_index(dev);
+    if (idx < 0 || !phCtx) return REAL_FN(cuGreenCtxCreate)(phCtx, desc, dev, flags);
+    tr_guard++;
+    pthread_mutex_lock(&ctx_mu);
+    usage_t before = phys_used(dev);
+    CUresult r = REAL_FN(cuGreenCtxCreate)(phCtx, desc, dev, flags);
+    if (r == CUDA_SUCCESS) {
+        uint64_t delta = growth(before, phys_used(dev));
+        if (delta && tr_mem_reserve(idx, delta) != 0) {
+            if (tr_real[TR_cuGreenCtxDestroy]) REAL_FN(cuGreenCtxDestroy)(*phCtx);
+            *phCtx = NULL;
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+        } else {
+            tr_track_put(TR_K_CTX, GREEN_KEY(*phCtx), idx, delta);
+        }
+    }
+    pthread_mutex_unlock(&ctx_mu);
+    tr_guard--;
+    return r;
+}
+
+TR_EXPORT CUresult cuGreenCtxDestroy(CUgreenCtx hCtx) {
+    if (!tr_real[TR_cuGreenCtxDestroy]) {
+        tr_resolve();
+        if (!tr_real[TR_cuGreenCtxDestroy]) return CUDA_ERROR_NOT_FOUND;
+    }
+    if (tr_guard) return REAL_FN(cuGreenCtxDestroy)(hCtx);
+    tr_guard++;
+    CUresult r = REAL_FN(cuGreenCtxDestroy)(hCtx);
+    tr_guard--;
+    int idx;
+    uint64_t size;
+    if (r == CUDA_SUCCESS && tr_track_take(TR_K_CTX, GREEN_KEY(hCtx), &idx, &size) == 0 && size)
+        tr_mem_release(idx, size);
+    return r;
+}

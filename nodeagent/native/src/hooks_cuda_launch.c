@@ -132,7 +132,13 @@ static CUresult pre_launch(uintptr_t key, CUstream s, int ptsz, launch_t *l) {
     l->mode = L_PLAIN;
     if (!tr_ready()) return CUDA_ERROR_NOT_INITIALIZED;
     int dev = tr_current_dev_index();
-    if (dev == -2) return CUDA_SUCCESS; /* no context: the driver reports it */
+    if (dev == -2) {
+        /* No current context. On a default stream the driver reports it. On an explicit stream
+         * a driver launching a CUkernel would use the stream's context, and the launch would
+         * escape the budget: refused. Every runtime and framework makes a context current. */
+        int default_stream = s == NULL || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD;
+        return default_stream ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+    }
     if (dev < 0) return CUDA_ERROR_NOT_PERMITTED;
     tr_device_t *d = &tr_region()->devices[dev];
     uint32_t pct = tr_cfg.devices[dev].compute_percent;

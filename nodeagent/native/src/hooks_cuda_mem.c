@@ -128,11 +128,28 @@ static CUresult call_alloc_async(CUdeviceptr *d, size_t n, CUmemoryPool pool, CU
     return ((CUresult(*)(CUdeviceptr *, size_t, CUstream))tr_real[id])(d, n, s);
 }
 
+/* On a stream being captured, an async allocation becomes a graph memory node: the graph
+ * memory pool backs it when the graph is launched, outside every call the core sees, and the
+ * stream's pool does not grow. Refused like the nodes themselves (cuGraphAddMemAllocNode). A
+ * failing query is returned as is: the driver would refuse the allocation for the same reason. */
+static CUresult refuse_if_capturing(CUstream s, int ptsz) {
+    if (!tr_real[TR_cuStreamIsCapturing]) return CUDA_SUCCESS; /* a driver without capture */
+    CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+    CUresult r = REAL_FN(cuStreamIsCapturing)(ptsz && s == NULL ? CU_STREAM_PER_THREAD : s, &st);
+    if (r != CUDA_SUCCESS) return r;
+    return st == CU_STREAM_CAPTURE_STATUS_NONE ? CUDA_SUCCESS : CUDA_ERROR_NOT_SUPPORTED;
+}
+
 static CUresult alloc_async(CUdeviceptr *dptr, size_t size, CUmemoryPool pool, CUstream s,
                             int id, int from_pool) {
     if (tr_guard) return call_alloc_async(dptr, size, pool, s, id, from_pool);
     if (!tr_ready()) return CUDA_ERROR_NOT_INITIALIZED;
     int dev = tr_current_dev_index();
+    if (dev != -2) {
+        int ptsz = id == TR_cuMemAllocAsync_ptsz || id == TR_cuMemAllocFromPoolAsync_ptsz;
+        CUresult cap = refuse_if_capturing(s, ptsz);
+        if (cap != CUDA_SUCCESS) return cap;
+    }
     if (!from_pool && dev >= 0) {
         CUdevice cudev;
         if (REAL_FN(cuCtxGetDevice)(&cudev) != CUDA_SUCCESS ||

@@ -1,9 +1,12 @@
 /*
  * Tries to take more device memory than the slice through entry points other than the _v2
- * allocation calls: the legacy v1 calls, cuCtxCreate_v3/_v4 and graph memory nodes, each
- * reached three ways (HOW): linked directly, through dlopen("libcuda.so.1") + dlsym, and
- * through cuGetProcAddress with the cudaVersion that selects that variant. Usage:
- *   escape PATH HOW    PATH: alloc pitch array array3d ctx1 ctx3 ctx4 graph graphnode
+ * allocation calls: the legacy v1 calls, cuCtxCreate_v3/_v4, green contexts, graph memory
+ * nodes and async allocations on a capturing stream, each reached three ways (HOW): linked
+ * directly, through dlopen("libcuda.so.1") + dlsym, and through cuGetProcAddress with the
+ * cudaVersion that selects that variant. And to run kernels outside the compute budget by
+ * launching on an explicit stream with no context current (nocontext). Usage:
+ *   escape PATH HOW    PATH: alloc pitch array array3d ctx1 ctx3 ctx4 green graph graphnode
+ *                            capture nocontext
  *                      HOW: direct dlsym getproc
  *   escape info HOW    the v1 cuMemGetInfo / cuDeviceTotalMem views
  *   escape lookup -    cuGetProcAddress hands out the hook of the very variant the
@@ -68,6 +71,12 @@ typedef CUresult (*memnode_fn)(CUgraphNode *, CUgraph, const CUgraphNode *, size
 typedef CUresult (*addnode_fn)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
                                CUgraphNodeParams *);
 typedef CUresult (*info1_fn)(unsigned int *, unsigned int *);
+typedef CUresult (*green_fn)(CUgreenCtx *, CUdevResourceDesc, CUdevice, unsigned int);
+typedef CUresult (*green_destroy_fn)(CUgreenCtx);
+typedef CUresult (*alloc_async_fn)(CUdeviceptr *, size_t, CUstream);
+typedef CUresult (*launch_fn)(CUfunction, unsigned int, unsigned int, unsigned int, unsigned int,
+                              unsigned int, unsigned int, unsigned int, CUstream, void **,
+                              void **);
 typedef CUresult (*total1_fn)(unsigned int *, CUdevice);
 
 #define ATTEMPTS 4
@@ -133,6 +142,60 @@ int main(int argc, char **argv) {
         /* Destroyed through the legacy cuCtxDestroy: the charge must go back. */
         for (int i = 0; i < n; i++) CHECK(((destroy_fn)destroy)(made[i]));
         CHECK(cuCtxSetCurrent(primary));
+    } else if (!strcmp(path, "green")) {
+        void *f = entry("cuGreenCtxCreate", "cuGreenCtxCreate", 12040, (void *)&cuGreenCtxCreate);
+        void *destroy =
+            entry("cuGreenCtxDestroy", "cuGreenCtxDestroy", 12040, (void *)&cuGreenCtxDestroy);
+        EXPECT(f != NULL && destroy != NULL);
+        CUdevResource sms;
+        CUdevResourceDesc desc;
+        CHECK(cuDeviceGetDevResource(dev, &sms, CU_DEV_RESOURCE_TYPE_SM));
+        CHECK(cuDevResourceGenerateDesc(&desc, &sms, 1));
+        CUgreenCtx made[CTX_ATTEMPTS];
+        int n = 0;
+        for (int i = 0; i < CTX_ATTEMPTS; i++) {
+            CUgreenCtx g = NULL;
+            CUresult r = ((green_fn)f)(&g, desc, dev, CU_GREEN_CTX_DEFAULT_STREAM);
+            RECORD(r);
+            if (r == CUDA_SUCCESS) made[n++] = g;
+        }
+        printf("phys_peak=%llu\n", (unsigned long long)phys_used());
+        for (int i = 0; i < n; i++) CHECK(((green_destroy_fn)destroy)(made[i]));
+    } else if (!strcmp(path, "capture")) {
+        void *f = entry("cuMemAllocAsync", "cuMemAllocAsync", 11020, (void *)&cuMemAllocAsync);
+        EXPECT(f != NULL);
+        CUstream s;
+        CUgraph g;
+        CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+        CHECK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_RELAXED));
+        for (int i = 0; i < ATTEMPTS; i++) {
+            CUdeviceptr p;
+            RECORD(((alloc_async_fn)f)(&p, 40 * MiB, s));
+        }
+        CHECK(cuStreamEndCapture(s, &g));
+        printf("phys_peak=%llu\n", (unsigned long long)phys_used());
+        CHECK(cuGraphDestroy(g));
+        /* Outside capture the same call is charged as usual. */
+        CUdeviceptr p;
+        CHECK(((alloc_async_fn)f)(&p, MiB, s));
+        CHECK(cuMemFreeAsync(p, s));
+        CHECK(cuStreamSynchronize(s));
+    } else if (!strcmp(path, "nocontext")) {
+        void *f = entry("cuLaunchKernel", "cuLaunchKernel", 4000, (void *)&cuLaunchKernel);
+        EXPECT(f != NULL);
+        CUmodule mod;
+        CUfunction fn;
+        CUstream s;
+        uint64_t dur = 1000000;
+        void *params[] = {&dur};
+        CHECK(cuModuleLoadData(&mod, "escape"));
+        CHECK(cuModuleGetFunction(&fn, mod, "spin"));
+        CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+        CHECK(cuCtxSetCurrent(NULL));
+        for (int i = 0; i < ATTEMPTS; i++)
+            RECORD(((launch_fn)f)(fn, 1, 1, 1, 1, 1, 1, 0, s, params, NULL));
+        CHECK(cuCtxSetCurrent(primary));
+        CHECK(cuStreamSynchronize(s));
     } else if (!strcmp(path, "graph") || !strcmp(path, "graphnode")) {
         int node = !strcmp(path, "graphnode");
         void *f = node ? entry("cuGraphAddNode", "cuGraphAddNode", 12020, (void *)&cuGraphAddNode)

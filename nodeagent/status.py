@@ -3,8 +3,11 @@
 Each prepared claim has a region folder the interception core accounts in. `collect()` reads
 every region, reclaims slots of dead processes, turns cumulative counters into rates between
 two samples (compute share used over the last interval) and cross-checks NVML per-process
-memory: a process above its slice's cap by more than the tolerance is reported and, if
-enforcement is on, stopped. simgpu's NVML reports per-process memory as a real driver does, so
+memory: a claim whose processes together hold more than its slice's cap plus the tolerance,
+or a pod process on a GPU the pod has no claim on, is reported and, if enforcement is on,
+stopped. Processes are attributed by their pod cgroup (nodeagent/owners.py), so one that never
+loaded the core is caught too; a region's pids (the container's own PID namespace) are matched
+through NSpid. simgpu's NVML reports per-process memory as a real driver does, so
 the cross-check runs on the simulated GPU too; its SIMGPU_DRIVER_OVERHEAD_PERMILLE fault
 injection (test-only) makes NVML see more than the core charged, to exercise this backstop.
 """
@@ -17,8 +20,9 @@ import os
 import signal
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
-from nodeagent import region
+from nodeagent import owners, region
 from nodeagent.checkpoint import Checkpoint, PreparedClaim
 from nodeagent.discovery import GpuInfo
 
@@ -35,6 +39,7 @@ class Collector:
     nvml_process_memory: object = None  # callable(uuid) -> {pid: bytes}, None: no cross-check
     tolerance_bytes: int = 256 * 1024**2
     kill_offenders: bool = False
+    proc: Path = owners.PROC  # where processes' cgroups are read (the host's /proc)
     _prev: dict[str, tuple[float, int]] = field(default_factory=dict)
 
     def _read(self, claim: PreparedClaim) -> region.RegionSnapshot | None:
@@ -50,38 +55,71 @@ class Collector:
             log.warning("claim %s: %s", claim.uid, exc)
             return None
 
-    def _cross_check(self, claim: PreparedClaim, reading: region.RegionSnapshot) -> list[str]:
-        """NVML's view per process vs the slice cap; returns findings (and stops offenders)."""
+    def cross_check(self, readings: dict[str, region.RegionSnapshot | None]) -> list[str]:
+        """NVML's view of every process on each GPU against the slices sold on it; returns the
+        findings (and stops offenders when enforcement is on). `readings`: claim uid -> region.
+
+        A process is charged to a claim when it runs in one of the claim's pods (its cgroup:
+        whether or not it loaded the core, see nodeagent/owners.py) or, outside every pod
+        cgroup (simulation mode), when it holds a slot in the claim's region. A process in a
+        pod with no claim on that GPU got the GPU by a path that was not sold. Host processes
+        are not a tenant's and are left alone."""
         if self.nvml_process_memory is None:
             return []
-        findings = []
-        limits = {d.uuid: d.memory_bytes for d in claim.devices}
-        for uuid, limit in limits.items():
-            per_pid = self.nvml_process_memory(uuid)
-            pids = {s.pid for s in reading.live_slots}
-            held = {pid: b for pid, b in per_pid.items() if pid in pids}
-            if sum(held.values()) > limit + self.tolerance_bytes:
-                worst = max(held, key=held.get)
-                findings.append(
-                    f"claim {claim.uid} uses {sum(held.values())} B on {uuid} over its "
-                    f"{limit} B cap; offending pid {worst}"
-                )
-                if self.kill_offenders:
-                    with contextlib.suppress(ProcessLookupError):
-                        os.kill(worst, signal.SIGKILL)
+        findings: list[str] = []
+        claims = [c for c in self.checkpoint.all() if c.uid in readings]
+        for gpu in self.gpus:
+            per_pid = self.nvml_process_memory(gpu.uuid)
+            on_gpu = [c for c in claims if any(d.uuid == gpu.uuid for d in c.devices)]
+            by_pod = {pod.split("/")[2]: c for c in on_gpu for pod in c.pods if pod.count("/") == 2}
+            by_slot = {s.pid: c for c in on_gpu for s in _live_slots(readings[c.uid])}
+            held: dict[str, dict[int, int]] = {}
+            bypassed: set[int] = set()  # processes not accounted in their claim's region
+            for pid, used in per_pid.items():
+                pod = owners.pod_uid(pid, self.proc)
+                in_slot = by_slot.get(owners.ns_pid(pid, self.proc))
+                claim = by_pod.get(pod) if pod else in_slot
+                if claim is not None and in_slot is not claim:
+                    bypassed.add(pid)
+                if claim is not None:
+                    held.setdefault(claim.uid, {})[pid] = used
+                elif pod is not None:
+                    findings.append(
+                        f"pod {pod} uses {used} B on {gpu.uuid} without a claim on it; "
+                        f"offending pid {pid}"
+                    )
+                    self._stop(pid)
+            for claim in on_gpu:
+                pids = held.get(claim.uid, {})
+                limit = next(d.memory_bytes for d in claim.devices if d.uuid == gpu.uuid)
+                if sum(pids.values()) > limit + self.tolerance_bytes:
+                    # A process that escaped the core's accounting is the cause: it goes first.
+                    suspects = {p: b for p, b in pids.items() if p in bypassed} or pids
+                    worst = max(suspects, key=suspects.get)
+                    findings.append(
+                        f"claim {claim.uid} uses {sum(pids.values())} B on {gpu.uuid} over its "
+                        f"{limit} B cap; offending pid {worst}"
+                    )
+                    self._stop(worst)
         for f in findings:
             log.warning("backstop: %s", f)
         return findings
+
+    def _stop(self, pid: int) -> None:
+        if self.kill_offenders:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
 
     def collect(self) -> tuple[list[dict], dict[tuple[str, str], dict]]:
         """(gpus, pods keyed by (namespace, pod)) in the portal protocol's field names."""
         now = time.monotonic()
         pods: dict[tuple[str, str], dict] = {}
         used_per_gpu: dict[str, int] = {}
-        for claim in self.checkpoint.all():
-            reading = self._read(claim)
-            if reading:
-                self._cross_check(claim, reading)
+        claims = self.checkpoint.all()
+        readings = {c.uid: self._read(c) for c in claims}
+        self.cross_check(readings)
+        for claim in claims:
+            reading = readings[claim.uid]
             by_uuid = {d.uuid: d for d in reading.devices} if reading else {}
             for dev in claim.devices:
                 usage = by_uuid.get(dev.uuid)
@@ -117,3 +155,7 @@ class Collector:
             for g in self.gpus
         ]
         return gpus, pods
+
+
+def _live_slots(reading: region.RegionSnapshot | None) -> list:
+    return list(reading.live_slots) if reading else []

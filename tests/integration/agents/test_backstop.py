@@ -6,10 +6,18 @@ edits applied, allocating 0.9 GiB (admitted by the core). simgpu's test-only fau
 plus the tolerance. A real `Collector` with the real `discovery.process_memory` (pynvml on
 simgpu's libnvidia-ml, loaded in this process as the agent does in simulation mode) must report
 the pid and, with kill enabled, stop it by SIGKILL; with kill disabled it only reports; without
-the overhead there is no finding."""
+the overhead there is no finding.
+
+Processes that never loaded the core (run here without LD_PRELOAD or the CDI edits: what a
+static binary or a program talking to the driver directly looks like) are attributed by their
+pod cgroup, as kubelet's cgroupfs driver names it. The tests create such cgroups for real
+(root and a writable cgroup hierarchy needed, else they skip): a bypassing process in a claimed
+pod counts against the claim and is the one stopped; one in a pod with no claim on the GPU is
+stopped; one outside every pod (the host's) is left alone."""
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import os
@@ -66,11 +74,11 @@ def sim(tmp_path_factory):
 class Workload:
     """A prepared 1 GiB claim and a workload holding 0.9 GiB under the core on simgpu."""
 
-    def __init__(self, sim: dict, uid: str, permille: int):
+    def __init__(self, sim: dict, uid: str, permille: int, pod_uid: str = "p-1"):
         self.uid = uid
         self.state = Path(tempfile.mkdtemp(prefix="tr-backstop-"))
         layout = Layout(self.state, self.state / "cdi", BUILD / "libtranche.so", simulate=True)
-        claim = allocated_claim(uid, memory="1Gi")
+        claim = allocated_claim(uid, memory="1Gi", pod_uid=pod_uid)
         self.preparer = Preparer(NODE, [v100(0), v100(1)], layout, lambda ns, n: claim)
         prepared = self.preparer.prepare("acme-ml", "pod-a-gpu-x7k2", uid)
         spec = json.loads(cdi.spec_path(layout.cdi_dir, uid).read_text())
@@ -107,7 +115,7 @@ class Workload:
         reading = collector._read(claim)
         assert reading
         assert self.proc.pid in {s.pid for s in reading.live_slots}
-        return collector._cross_check(claim, reading)
+        return collector.cross_check({claim.uid: reading})
 
     def close(self) -> None:
         if self.proc.poll() is None:
@@ -172,4 +180,113 @@ def test_no_finding_without_driver_overhead(sim):
         assert w.findings(collector) == []
         assert w.proc.poll() is None
     finally:
+        w.close()
+
+
+def _cgroup_hierarchy() -> Path | None:
+    """A cgroup hierarchy this process may create cgroups in (v1 pids, or v2), else None."""
+    for base in (Path("/sys/fs/cgroup/pids"), Path("/sys/fs/cgroup")):
+        if (base / "cgroup.procs").exists() and os.access(base, os.W_OK):
+            return base
+    return None
+
+
+@contextlib.contextmanager
+def pod_cgroup(pod_uid: str):
+    """A container cgroup named as kubelet's cgroupfs driver names it
+    (.../kubepods/besteffort/pod<uid>/<container>); yields a function moving a pid into it."""
+    base = _cgroup_hierarchy()
+    if base is None:
+        pytest.skip("no writable cgroup hierarchy (needs root)")
+    top = base / "tranche-test"
+    leaf = top / "kubepods" / "besteffort" / f"pod{pod_uid}" / "c0"
+    leaf.mkdir(parents=True, exist_ok=True)
+    try:
+        yield lambda pid: (leaf / "cgroup.procs").write_text(str(pid))
+    finally:
+        for d in (leaf, *leaf.parents):
+            with contextlib.suppress(OSError):
+                d.rmdir()
+            if d == top:
+                break
+
+
+def _bypass(sim: dict, gib: float) -> subprocess.Popen:
+    """A workload on GPU 1 that never loaded the core; returns once it holds `gib`."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "nodeagent.workload", "--memory-gib", str(gib), "--duty", "0",
+         "--seconds", "120"],
+        env={"PATH": os.environ["PATH"], "PYTHONPATH": str(REPO), **sim,
+             "NVIDIA_VISIBLE_DEVICES": v100(1).uuid},
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+    )  # fmt: skip
+    for line in proc.stdout:
+        event = json.loads(line) if line.startswith("{") else {"raw": line}
+        if event.get("event") == "running" or "raw" in event:
+            assert event.get("held") == int(gib * GIB), event
+            return proc
+    raise AssertionError("the bypassing workload printed nothing")
+
+
+def _end(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=10)
+    proc.stdout.close()
+
+
+POD = "5eed0000-0000-4000-8000-00000000000a"
+
+
+def test_a_process_that_bypassed_the_core_counts_against_its_pods_claim(sim):
+    """0.9 GiB through the core plus 0.5 GiB outside it, in one pod with a 1 GiB claim: the core
+    never saw the 0.5 GiB; the backstop does, and stops the process that escaped the core."""
+    with pod_cgroup(POD) as move:
+        w = Workload(sim, "bac0c1a1-0000-4000-8000-000000000004", permille=0, pod_uid=POD)
+        rogue = _bypass(sim, 0.5)
+        try:
+            move(w.proc.pid)
+            move(rogue.pid)
+            findings = w.findings(w.collector(kill=True))
+            assert len(findings) == 1, findings
+            assert f"offending pid {rogue.pid}" in findings[0]
+            assert w.uid in findings[0]
+            assert _wait(rogue.poll, 5, "the bypassing process to be stopped") == -signal.SIGKILL
+            assert w.proc.poll() is None  # the process inside its slice keeps running
+        finally:
+            _end(rogue)
+            w.close()
+
+
+def test_a_pod_process_on_a_gpu_it_has_no_claim_on_is_stopped(sim):
+    other_pod = "5eed0000-0000-4000-8000-00000000000b"
+    with pod_cgroup(other_pod) as move:
+        w = Workload(sim, "bac0c1a1-0000-4000-8000-000000000005", permille=0, pod_uid=POD)
+        rogue = _bypass(sim, 0.25)
+        try:
+            move(rogue.pid)
+            collector = w.collector(kill=False)
+            findings = w.findings(collector)
+            assert findings == [
+                f"pod {other_pod} uses {discovery.process_memory(v100(1).uuid)[rogue.pid]} B on "
+                f"{v100(1).uuid} without a claim on it; offending pid {rogue.pid}"
+            ]
+            assert rogue.poll() is None  # kill off: reported only
+            collector.kill_offenders = True
+            assert len(w.findings(collector)) == 1
+            assert _wait(rogue.poll, 5, "the unsold process to be stopped") == -signal.SIGKILL
+        finally:
+            _end(rogue)
+            w.close()
+
+
+def test_host_processes_are_not_a_tenants(sim):
+    """A GPU process outside every pod cgroup (the operator's) is neither charged nor stopped."""
+    w = Workload(sim, "bac0c1a1-0000-4000-8000-000000000006", permille=0, pod_uid=POD)
+    host = _bypass(sim, 0.5)
+    try:
+        assert w.findings(w.collector(kill=True)) == []
+        assert host.poll() is None
+    finally:
+        _end(host)
         w.close()

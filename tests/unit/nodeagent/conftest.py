@@ -26,7 +26,9 @@ def v100(index: int) -> GpuInfo:
     )
 
 
-def allocated_claim(uid: str, device: str = "gpu-1", memory: str = "8Gi", cores: str = "25"):
+def allocated_claim(
+    uid: str, device: str = "gpu-1", memory: str = "8Gi", cores: str = "25", pod_uid: str = "p-1"
+):
     return {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceClaim",
@@ -46,7 +48,7 @@ def allocated_claim(uid: str, device: str = "gpu-1", memory: str = "8Gi", cores:
                     ]
                 }
             },
-            "reservedFor": [{"resource": "pods", "name": "pod-a", "uid": "p-1"}],
+            "reservedFor": [{"resource": "pods", "name": "pod-a", "uid": pod_uid}],
         },
     }
 

@@ -1,0 +1,61 @@
+"""Which pod a process on the node belongs to, read from its cgroup membership.
+
+The backstop must attribute every process NVML lists on a GPU, including processes that never
+loaded the interception core (a static binary, a program that talks to the driver directly)
+and so never appear in a claim's shared region. The kernel's cgroup record is the one trace of
+a container's processes that the tenant cannot rewrite: environment, process names, sessions
+and parents all can be. kubelet names each pod's cgroup after the pod UID, in both of its
+drivers and on cgroup v1 and v2:
+
+    cgroupfs: /kubepods/besteffort/pod1b2c3d4e-0000-4000-8000-000000000001/<container>
+    systemd:  /kubepods.slice/kubepods-besteffort.slice/
+              kubepods-besteffort-pod1b2c3d4e_0000_4000_8000_000000000001.slice/cri-…scope
+
+A process outside every pod cgroup is the host's (the operator's tools, the driver's daemons)
+and is not a tenant's.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+PROC = Path("/proc")
+_UID = r"[0-9a-f]{8}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{12}"
+# "pod<uid>" as a whole path component (cgroupfs) or a systemd slice name's last part.
+_POD = re.compile(rf"(?:^|/|-)pod({_UID})(?:\.slice)?(?=/|$)")
+
+
+def pod_uid_from_cgroup(text: str) -> str | None:
+    """The pod UID named by a /proc/<pid>/cgroup file's text, or None (not in a pod).
+
+    Every hierarchy of one process names the same pod; the first line that names one wins."""
+    for line in text.splitlines():
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        match = _POD.search(parts[2])
+        if match:
+            return match.group(1).replace("_", "-")
+    return None
+
+
+def pod_uid(pid: int, proc: Path = PROC) -> str | None:
+    """The UID of the pod process `pid` runs in; None for a host process or one that is gone."""
+    try:
+        return pod_uid_from_cgroup((proc / str(pid) / "cgroup").read_text())
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+
+
+def ns_pid(pid: int, proc: Path = PROC) -> int:
+    """`pid` as the process sees itself: in its innermost PID namespace (the last NSpid entry),
+    which is what the interception core writes in a claim's region. `pid` itself when the
+    kernel does not say (no such process, or a kernel without NSpid)."""
+    try:
+        for line in (proc / str(pid) / "status").read_text().splitlines():
+            if line.startswith("NSpid:"):
+                return int(line.split()[-1])
+    except (FileNotFoundError, ProcessLookupError, PermissionError, ValueError):
+        pass
+    return pid

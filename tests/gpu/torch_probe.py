@@ -1,9 +1,13 @@
 """PyTorch probe for bench/gpu_check.sh, run under the core on a real NVIDIA GPU.
 
-torch_probe.py fill            allocate 256 MiB tensors until OOM; print "filled <bytes>"
+torch_probe.py fill            allocate 256 MiB tensors until one fails;
+                               print "filled <bytes> <what stopped it>"
 torch_probe.py meminfo         print "meminfo <free> <total>" from torch.cuda.mem_get_info
-torch_probe.py hold GIB        allocate GIB GiB, print "held", wait for stdin to close
+torch_probe.py hold GIB        allocate GIB GiB, print "held <bytes>" and wait for stdin to
+                               close; print "oom" if it does not fit
 torch_probe.py matmul SECONDS  fp16 4096^3 matmuls for SECONDS; print "tflops <value>"
+
+It catches torch.cuda.OutOfMemoryError: torch.OutOfMemoryError exists only in recent 2.x releases.
 """
 
 from __future__ import annotations
@@ -27,13 +31,17 @@ def fill() -> None:
     try:
         while True:
             blocks.append(torch.empty(256 * MiB, dtype=torch.uint8, device="cuda"))
-    except torch.OutOfMemoryError:
-        pass
-    _emit(f"filled {len(blocks) * 256 * MiB}")
+    except RuntimeError as exc:  # OutOfMemoryError is one; any other says the cap misbehaved
+        stop = type(exc).__name__
+    _emit(f"filled {len(blocks) * 256 * MiB} {stop}")
 
 
 def hold(gib: float) -> None:
-    x = torch.empty(int(gib * 1024) * MiB, dtype=torch.uint8, device="cuda")
+    try:
+        x = torch.empty(int(gib * 1024) * MiB, dtype=torch.uint8, device="cuda")
+    except torch.cuda.OutOfMemoryError:
+        _emit("oom")
+        return
     _emit(f"held {x.numel()}")
     sys.stdin.read()
 
@@ -56,7 +64,7 @@ def matmul(seconds: float) -> None:
 
 
 def main() -> None:
-    cmd = sys.argv[1]
+    cmd = sys.argv[1] if len(sys.argv) > 1 else ""
     if cmd == "fill":
         fill()
     elif cmd == "meminfo":
@@ -66,6 +74,8 @@ def main() -> None:
         hold(float(sys.argv[2]))
     elif cmd == "matmul":
         matmul(float(sys.argv[2]))
+    else:
+        sys.exit(__doc__)
 
 
 if __name__ == "__main__":

@@ -32,7 +32,8 @@ def parse(argv: list[str] | None = None) -> Options:
     r.add_argument("--metrics-port", type=int, default=0, help="0: no /metrics endpoint")
     r.add_argument("--interval", type=float, default=1.0, help="status period in seconds")
     r.add_argument("--no-backstop", dest="backstop", action="store_false",
-                   help="report, but do not stop, processes over their memory cap")  # fmt: skip
+                   help="report, but do not stop, processes over their cap or on a GPU "
+                        "their pod has no claim on")  # fmt: skip
     r.add_argument("--tolerance-mib", type=int, default=256)
     a = p.parse_args(argv)
     state = a.state_dir or Path("/var/lib/tranche") / a.node

@@ -72,7 +72,7 @@ def simulate_node_gpus(opts: Options) -> dict[str, str]:
 async def run(opts: Options) -> None:
     from kubernetes import config as kconfig
 
-    from nodeagent import discovery
+    from nodeagent import discovery, owners
     from nodeagent.draplugin.prepare import Layout, Preparer, api_claim_source
     from nodeagent.draplugin.server import PluginServer, Sockets
     from nodeagent.kubeletlite import KubeletLite
@@ -105,6 +105,7 @@ async def run(opts: Options) -> None:
         nvml_process_memory=discovery.process_memory,
         tolerance_bytes=opts.tolerance_mib * 1024**2,
         kill_offenders=opts.backstop,
+        tenant_pod=owners.TenantPods(api, opts.node),
     )
     try:
         await _loop(opts, gpus, publisher, lite, collector)

@@ -12,15 +12,22 @@ drivers and on cgroup v1 and v2:
               kubepods-besteffort-pod1b2c3d4e_0000_4000_8000_000000000001.slice/cri-…scope
 
 A process outside every pod cgroup is the host's (the operator's tools, the driver's daemons)
-and is not a tenant's.
+and is not a tenant's; nor is a pod outside the tenant namespaces (`TenantPods`): the
+operator's own GPU pods (burn-in, monitoring) are left alone.
 """
 
 from __future__ import annotations
 
+import logging
 import re
+import threading
 from pathlib import Path
 
+log = logging.getLogger(__name__)
+
 PROC = Path("/proc")
+# Set by the controller on every tenant namespace (controller/render/namespace.py).
+LABEL_TENANT = "tranche.dev/tenant"
 _UID = r"[0-9a-f]{8}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{12}"
 # "pod<uid>" as a whole path component (cgroupfs) or a systemd slice name's last part.
 _POD = re.compile(rf"(?:^|/|-)pod({_UID})(?:\.slice)?(?=/|$)")
@@ -59,3 +66,39 @@ def ns_pid(pid: int, proc: Path = PROC) -> int:
     except (FileNotFoundError, ProcessLookupError, PermissionError, ValueError):
         pass
     return pid
+
+
+class TenantPods:
+    """`tenant_pods(pod_uid)`: True if that pod on this node runs in a tenant namespace, False
+    if it is the operator's, None if the API server cannot tell now (not found, unreachable).
+
+    Asked only when the backstop meets a pod process on a GPU the pod holds no claim on (rare),
+    so it lists this node's pods then; answers are cached (a pod never changes namespace)."""
+
+    def __init__(self, api_client, node: str) -> None:
+        self._api = api_client
+        self._node = node
+        self._known: dict[str, bool] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, pod_uid: str) -> bool | None:
+        with self._lock:
+            if pod_uid in self._known:
+                return self._known[pod_uid]
+        from kubernetes import client
+        from kubernetes.client.rest import ApiException
+
+        core = client.CoreV1Api(self._api)
+        try:
+            pods = core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={self._node}")
+            ns = next((p.metadata.namespace for p in pods.items if p.metadata.uid == pod_uid), None)
+            if ns is None:
+                return None
+            labels = core.read_namespace(ns).metadata.labels or {}
+        except (ApiException, OSError) as exc:
+            log.warning("cannot tell whose pod %s is: %s", pod_uid, exc)
+            return None
+        tenant = labels.get(LABEL_TENANT) == "true"
+        with self._lock:
+            self._known[pod_uid] = tenant
+        return tenant

@@ -40,6 +40,8 @@ class Collector:
     tolerance_bytes: int = 256 * 1024**2
     kill_offenders: bool = False
     proc: Path = owners.PROC  # where processes' cgroups are read (the host's /proc)
+    # pod uid -> True (a tenant's) / False (the operator's) / None (unknown); None: all tenants'
+    tenant_pod: object = None
     _prev: dict[str, tuple[float, int]] = field(default_factory=dict)
 
     def _read(self, claim: PreparedClaim) -> region.RegionSnapshot | None:
@@ -84,11 +86,7 @@ class Collector:
                 if claim is not None:
                     held.setdefault(claim.uid, {})[pid] = used
                 elif pod is not None:
-                    findings.append(
-                        f"pod {pod} uses {used} B on {gpu.uuid} without a claim on it; "
-                        f"offending pid {pid}"
-                    )
-                    self._stop(pid)
+                    findings.extend(self._unclaimed(pod, pid, used, gpu.uuid))
             for claim in on_gpu:
                 pids = held.get(claim.uid, {})
                 limit = next(d.memory_bytes for d in claim.devices if d.uuid == gpu.uuid)
@@ -104,6 +102,19 @@ class Collector:
         for f in findings:
             log.warning("backstop: %s", f)
         return findings
+
+    def _unclaimed(self, pod: str, pid: int, used: int, uuid: str) -> list[str]:
+        """A pod process on a GPU its pod holds no claim on: a tenant's is stopped, the
+        operator's own pods are left alone, and one nobody can place now is only reported."""
+        tenant = True if self.tenant_pod is None else self.tenant_pod(pod)
+        if tenant is False:
+            log.info("pod %s (not a tenant's) uses %d B on %s: left alone", pod, used, uuid)
+            return []
+        finding = f"pod {pod} uses {used} B on {uuid} without a claim on it; offending pid {pid}"
+        if tenant is None:
+            return [f"{finding}; whose pod it is is unknown now, not stopped"]
+        self._stop(pid)
+        return [finding]
 
     def _stop(self, pid: int) -> None:
         if self.kill_offenders:

@@ -266,6 +266,7 @@ def test_a_pod_process_on_a_gpu_it_has_no_claim_on_is_stopped(sim):
         try:
             move(rogue.pid)
             collector = w.collector(kill=False)
+            collector.tenant_pod = {other_pod: True}.get  # a tenant's pod, per the API server
             findings = w.findings(collector)
             assert findings == [
                 f"pod {other_pod} uses {discovery.process_memory(v100(1).uuid)[rogue.pid]} B on "
@@ -290,3 +291,24 @@ def test_host_processes_are_not_a_tenants(sim):
     finally:
         _end(host)
         w.close()
+
+
+def test_the_operators_pods_are_left_alone_and_unknown_ones_only_reported(sim):
+    """Whose pod it is comes from the API server (nodeagent.owners.TenantPods, tested against
+    the real control plane in tests/cluster/nodeagent/test_tenant_pods.py)."""
+    operator_pod = "5eed0000-0000-4000-8000-00000000000c"
+    with pod_cgroup(operator_pod) as move:
+        w = Workload(sim, "bac0c1a1-0000-4000-8000-000000000007", permille=0, pod_uid=POD)
+        burn = _bypass(sim, 0.25)
+        try:
+            move(burn.pid)
+            collector = w.collector(kill=True)
+            collector.tenant_pod = {operator_pod: False}.get
+            assert w.findings(collector) == []
+            collector.tenant_pod = lambda uid: None  # the API server cannot tell now
+            (finding,) = w.findings(collector)
+            assert finding.endswith("whose pod it is is unknown now, not stopped")
+            assert burn.poll() is None
+        finally:
+            _end(burn)
+            w.close()

@@ -46,7 +46,9 @@ int main(int argc, char **argv) {
     CHECK(cuModuleGetFunction(&fn, mod, "noop"));
     uint64_t dur = 0; /* zero-length kernels: measure the call, not the device */
     void *params[] = {&dur};
-    double launch[ROUNDS], alloc[ROUNDS], info[ROUNDS];
+    CUstream stream;
+    CHECK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+    double launch[ROUNDS], alloc[ROUNDS], info[ROUNDS], async[ROUNDS];
     for (int r = 0; r < ROUNDS; r++) {
         uint64_t t0 = now_ns();
         for (int i = 0; i < iters; i++)
@@ -63,7 +65,14 @@ int main(int argc, char **argv) {
             cuMemGetInfo_v2(&f, &t);
         }
         uint64_t t3 = now_ns();
+        for (int i = 0; i < iters / 4; i++) {
+            CUdeviceptr p;
+            cuMemAllocAsync(&p, 4096, stream);
+            cuMemFreeAsync(p, stream);
+        }
+        uint64_t t4 = now_ns();
         launch[r] = (double)(t1 - t0) / iters;
+        async[r] = (double)(t4 - t3) / (iters / 4);
         alloc[r] = (double)(t2 - t1) / (iters / 4);
         info[r] = (double)(t3 - t2) / iters;
     }
@@ -71,8 +80,10 @@ int main(int argc, char **argv) {
     qsort(launch, ROUNDS, sizeof(double), cmp);
     qsort(alloc, ROUNDS, sizeof(double), cmp);
     qsort(info, ROUNDS, sizeof(double), cmp);
+    qsort(async, ROUNDS, sizeof(double), cmp);
     printf("cuLaunchKernel %.1f\n", launch[ROUNDS / 2]);
     printf("cuMemAlloc+cuMemFree %.1f\n", alloc[ROUNDS / 2]);
     printf("cuMemGetInfo %.1f\n", info[ROUNDS / 2]);
+    printf("cuMemAllocAsync+cuMemFreeAsync %.1f\n", async[ROUNDS / 2]);
     return 0;
 }

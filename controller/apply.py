@@ -36,7 +36,13 @@ KINDS: dict[tuple[str, str], tuple[str, str, bool]] = {
     ("v1", "ConfigMap"): ("/api/v1", "configmaps", True),
     ("v1", "ResourceQuota"): ("/api/v1", "resourcequotas", True),
     ("v1", "LimitRange"): ("/api/v1", "limitranges", True),
+    # Role: none are rendered any more; listed so that those of older versions are pruned.
     ("rbac.authorization.k8s.io/v1", "Role"): ("/apis/rbac.authorization.k8s.io/v1", "roles", True),
+    ("rbac.authorization.k8s.io/v1", "ClusterRole"): (
+        "/apis/rbac.authorization.k8s.io/v1",
+        "clusterroles",
+        False,
+    ),
     ("rbac.authorization.k8s.io/v1", "RoleBinding"): (
         "/apis/rbac.authorization.k8s.io/v1",
         "rolebindings",
@@ -234,8 +240,10 @@ class Applier:
         try:
             return patch()
         except ApplyError as exc:
-            # Template specs are immutable: a changed product means delete and create again.
-            if obj["kind"] == "ResourceClaimTemplate" and "immutable" in exc.message:
+            # Template specs and a binding's roleRef are immutable: delete and create again.
+            if (obj["kind"] == "ResourceClaimTemplate" and "immutable" in exc.message) or (
+                obj["kind"] == "RoleBinding" and "roleRef" in exc.message
+            ):
                 self._call("delete", "DELETE", path)
                 return patch()
             raise

@@ -15,7 +15,7 @@ from controller.render.limit_range import render_limit_range
 from controller.render.namespace import render_namespace
 from controller.render.policies import render_policies
 from controller.render.quota import render_resource_quota
-from controller.render.rbac import render_role, render_role_binding
+from controller.render.rbac import render_role_binding, render_tenant_cluster_role
 from controller.render.spec import ProductSpec, ProjectSpec
 
 
@@ -26,7 +26,6 @@ def render_project(spec: ProjectSpec) -> list[dict[str, Any]]:
         render_entitlements(spec),
         render_resource_quota(spec),
         render_limit_range(spec),
-        render_role(spec),
         render_role_binding(spec),
         *render_claim_templates(spec),
     ]
@@ -35,6 +34,7 @@ def render_project(spec: ProjectSpec) -> list[dict[str, Any]]:
 def render_platform(
     products: Iterable[ProductSpec], platform_users: tuple[str, ...] = ()
 ) -> list[dict[str, Any]]:
-    """Cluster-scoped objects: one DeviceClass per product, then the policies and bindings."""
+    """Cluster-scoped objects: one DeviceClass per product, the tenant ClusterRole, then the
+    policies and bindings."""
     classes = [render_device_class(p) for p in sorted(products, key=lambda p: p.device_class)]
-    return classes + render_policies(platform_users)
+    return [*classes, render_tenant_cluster_role(), *render_policies(platform_users)]

@@ -16,6 +16,7 @@ from typing import Any
 
 from controller.render.spec import (
     CLAIM_REQUEST_NAME,
+    CONTROLLER_SERVICE_ACCOUNT,
     ENTITLEMENTS_CONFIGMAP,
     LABEL_MANAGED_BY,
     LABEL_ORGANIZATION,
@@ -343,7 +344,7 @@ def render_managed_policy(platform_users: tuple[str, ...] = ()) -> dict[str, Any
         [
             f"{groups}.exists(g, g in {list(PLATFORM_GROUPS)})",
             *[f"request.userInfo.username.startsWith('{p}')" for p in PLATFORM_USER_PREFIXES],
-            f"request.userInfo.username in {list(platform_users)}",
+            f"request.userInfo.username in {[CONTROLLER_SERVICE_ACCOUNT, *platform_users]}",
         ]
     )
 

@@ -1,14 +1,17 @@
-"""The tenant Role and RoleBinding of a project namespace.
+"""The tenant ClusterRole (platform-wide, one) and the RoleBinding of each project namespace.
 
 Tenants manage workloads and claims, read pods, logs and events; they get no exec/attach, no
 write on quotas, limit ranges, claim templates (create only, checked by policy), roles or policies.
+One ClusterRole bound per namespace (not a Role per namespace) lets the controller run with
+`bind` on that one role instead of holding every tenant permission cluster-wide itself
+(deploy/install/rbac.yaml).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from controller.render.spec import TENANT_ROLE, ProjectSpec, project_labels
+from controller.render.spec import TENANT_ROLE, ProjectSpec, platform_labels, project_labels
 
 _RW = ["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"]
 _RO = ["get", "list", "watch"]
@@ -46,22 +49,19 @@ TENANT_RULES: list[dict[str, Any]] = [
 ]
 
 
-def render_role(spec: ProjectSpec) -> dict[str, Any]:
-    """Role `tranche-tenant` with TENANT_RULES."""
+def render_tenant_cluster_role() -> dict[str, Any]:
+    """ClusterRole `tranche-tenant` with TENANT_RULES; bound in each project namespace."""
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "Role",
-        "metadata": {
-            "name": TENANT_ROLE,
-            "namespace": spec.namespace,
-            "labels": project_labels(spec),
-        },
+        "kind": "ClusterRole",
+        "metadata": {"name": TENANT_ROLE, "labels": platform_labels()},
         "rules": TENANT_RULES,
     }
 
 
 def render_role_binding(spec: ProjectSpec) -> dict[str, Any]:
-    """Bind the role to the project's tenant group (`tranche.dev:tenant:<namespace>`)."""
+    """Bind the tenant ClusterRole, in this namespace only, to the project's tenant group
+    (`tranche.dev:tenant:<namespace>`)."""
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "RoleBinding",
@@ -70,7 +70,11 @@ def render_role_binding(spec: ProjectSpec) -> dict[str, Any]:
             "namespace": spec.namespace,
             "labels": project_labels(spec),
         },
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": TENANT_ROLE},
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "ClusterRole",
+            "name": TENANT_ROLE,
+        },
         "subjects": [
             {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": spec.tenant_group}
         ],

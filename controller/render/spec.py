@@ -21,6 +21,8 @@ ANNOTATION_SPEC_HASH = "tranche.dev/spec-hash"
 CLAIM_REQUEST_NAME = "gpu"
 ENTITLEMENTS_CONFIGMAP = "tranche-entitlements"
 TENANT_ROLE = "tranche-tenant"
+# The controller's identity when installed with deploy/install (a platform user in policies).
+CONTROLLER_SERVICE_ACCOUNT = "system:serviceaccount:tranche-system:tranche-controller"
 QUOTA_NAME = "tranche-quota"
 LIMIT_RANGE_NAME = "tranche-defaults"
 

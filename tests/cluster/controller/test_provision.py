@@ -11,6 +11,7 @@ from kubernetes.client.rest import ApiException
 
 from controller.reconcile import reconcile_project
 from controller.render.bundle import render_platform, render_project
+from controller.render.rbac import render_tenant_cluster_role
 from controller.render.spec import ProjectSpec
 from tests.cluster.controller.conftest import impersonating, wait_for
 
@@ -92,10 +93,12 @@ def test_buy_two_8g_provisions_exact_objects(tenant, kube_cluster) -> None:
     lr = core.read_namespaced_limit_range("tranche-defaults", ns).spec.limits[0]
     assert lr.default["memory"] == "4Gi"
     assert lr.default_request["memory"] == "2Gi"
-    role = api.sanitize_for_serialization(rbac.read_namespaced_role("tranche-tenant", ns))
-    assert role["rules"] == want[("Role", "tranche-tenant")]["rules"]
+    role = api.sanitize_for_serialization(rbac.read_cluster_role("tranche-tenant"))
+    assert role["rules"] == render_tenant_cluster_role()["rules"]
     binding = rbac.read_namespaced_role_binding("tranche-tenant", ns)
+    assert (binding.role_ref.kind, binding.role_ref.name) == ("ClusterRole", "tranche-tenant")
     assert binding.subjects[0].name == f"tranche.dev:tenant:{ns}"
+    assert rbac.list_namespaced_role(ns).items == []  # one ClusterRole, no Role per namespace
 
     custom = client.CustomObjectsApi(api)
     template = custom.get_namespaced_custom_object(

@@ -89,3 +89,40 @@ def test_noop_resync_of_100_projects_issues_zero_writes(tenant, kube_cluster) ->
         for p in projects:
             if p.pk != tenant.project.pk:
                 core.delete_namespace(p.namespace, propagation_policy="Background")
+
+
+def test_a_namespace_from_the_per_namespace_role_version_is_migrated(tenant, kube_cluster) -> None:
+    """Earlier versions bound a Role per namespace; roleRef is immutable, so the binding is
+    recreated against the ClusterRole and the old Role is pruned. Tenants keep their rights."""
+    tenant.order(CLASS, 1)
+    reconcile_project(tenant.project.pk)
+    ns, api = tenant.namespace, kube_cluster.api_client
+    rbac = client.RbacAuthorizationV1Api(api)
+    binding = rbac.read_namespaced_role_binding("tranche-tenant", ns)
+    labels = binding.metadata.labels
+    rules = rbac.read_cluster_role("tranche-tenant").rules
+    rbac.delete_namespaced_role_binding("tranche-tenant", ns)
+    rbac.create_namespaced_role(
+        ns, {"metadata": {"name": "tranche-tenant", "labels": labels}, "rules": rules}
+    )
+    old = {
+        "metadata": {"name": "tranche-tenant", "labels": labels},
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "Role",
+            "name": "tranche-tenant",
+        },
+        "subjects": [
+            {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": s.name}
+            for s in binding.subjects
+        ],
+    }
+    rbac.create_namespaced_role_binding(ns, old)
+
+    result = reconcile_project(tenant.project.pk, Applier(api), platform_cached=False)
+    assert "applied RoleBinding/tranche-tenant" in result.changes
+    assert "deleted Role/tranche-tenant" in result.changes
+    binding = rbac.read_namespaced_role_binding("tranche-tenant", ns)
+    assert (binding.role_ref.kind, binding.role_ref.name) == ("ClusterRole", "tranche-tenant")
+    assert rbac.list_namespaced_role(ns).items == []
+    assert reconcile_project(tenant.project.pk, Applier(api)).writes == 0

@@ -1,0 +1,177 @@
+"""deploy/install's identities are enough and no more: the real controller, watcher and node
+agent code runs as its ServiceAccount (impersonated) against the real control plane, which
+judges every call with RBAC and the admission policies; what each must not do is refused."""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+import subprocess
+from pathlib import Path
+
+import pytest
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from controller.apply import Applier
+from controller.reconcile import reconcile_project
+from controller.render.spec import ENTITLEMENTS_CONFIGMAP as ENTITLEMENTS
+from nodeagent.draplugin.prepare import api_claim_source
+from nodeagent.owners import TenantPods
+from nodeagent.slices import DRIVER, SlicePublisher
+from tests.cluster.controller.conftest import impersonating, wait_for
+from tests.unit.nodeagent.conftest import v100
+
+INSTALL = Path(__file__).resolve().parents[3] / "deploy" / "install"
+CLASS = "tranche-v100-8g"
+
+
+@pytest.fixture(scope="module")
+def installed(kube_cluster) -> None:
+    """`kubectl apply --server-side -k deploy/install`, as an operator runs it (idempotent)."""
+    proc = subprocess.run(
+        [*kube_cluster.kubectl, "apply", "--server-side", "--field-manager=tranche-install",
+         "-k", str(INSTALL)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def as_sa(kube_cluster, name: str) -> client.ApiClient:
+    return impersonating(
+        kube_cluster, f"system:serviceaccount:tranche-system:{name}", ["system:serviceaccounts"]
+    )
+
+
+@contextlib.contextmanager
+def impostor(kube_cluster):
+    """A ServiceAccount holding exactly the controller's RBAC, under another name."""
+    name = f"impostor-{secrets.token_hex(3)}"
+    admin = kube_cluster.api_client
+    core, rbac = client.CoreV1Api(admin), client.RbacAuthorizationV1Api(admin)
+    core.create_namespaced_service_account("tranche-system", {"metadata": {"name": name}})
+    rbac.create_cluster_role_binding(
+        {
+            "metadata": {"name": f"tranche-test:{name}"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                        "name": "tranche:controller"},
+            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": "tranche-system"}],
+        }
+    )  # fmt: skip
+    try:
+        yield as_sa(kube_cluster, name)
+    finally:
+        rbac.delete_cluster_role_binding(f"tranche-test:{name}")
+        core.delete_namespaced_service_account(name, "tranche-system")
+
+
+def _refusal(call, *args) -> int | None:
+    """The status the API server refused `call` with, or None if it was accepted."""
+    try:
+        call(*args)
+    except ApiException as exc:
+        return exc.status
+    return None
+
+
+def _refused(call, *args, **kwargs) -> int:
+    with pytest.raises(ApiException) as exc:
+        call(*args, **kwargs)
+    return exc.value.status
+
+
+def test_the_controller_reconciles_and_repairs_as_its_service_account(
+    installed, tenant, kube_cluster
+) -> None:
+    tenant.order(CLASS, 2)
+    api = as_sa(kube_cluster, "tranche-controller")
+    ns, admin = tenant.namespace, kube_cluster.api_client
+    # Written from scratch by the controller: the tenant role holds rights it lacks (escalate).
+    with contextlib.suppress(ApiException):
+        client.RbacAuthorizationV1Api(admin).delete_cluster_role("tranche-tenant")
+    result = reconcile_project(tenant.project.pk, Applier(api), platform_cached=False)
+    assert "applied ClusterRole/tranche-tenant" in result.changes
+    assert "applied ResourceQuota/tranche-quota" in result.changes
+    quota = client.CoreV1Api(admin).read_namespaced_resource_quota("tranche-quota", ns)
+    assert quota.spec.hard[f"{CLASS}.deviceclass.resource.k8s.io/devices"] == "2"
+    binding = client.RbacAuthorizationV1Api(admin).read_namespaced_role_binding(
+        "tranche-tenant", ns
+    )
+    assert binding.role_ref.name == "tranche-tenant"  # bound: `bind` on that role was enough
+
+    # Drift repair updates objects the managed-objects policy protects: the controller's
+    # identity is a platform user there, another identity with the same RBAC is not. Wait
+    # until the policy this reconcile applied is in force (a tenant's edit is refused).
+    tenant_core = client.CoreV1Api(
+        impersonating(kube_cluster, "alice", [f"tranche.dev:tenant:{ns}"])
+    )
+
+    def edit() -> dict:  # a different value each time: a repeated edit would change nothing
+        return {"data": {"edited": secrets.token_hex(4)}}
+
+    wait_for(
+        lambda: _refusal(tenant_core.patch_namespaced_config_map, ENTITLEMENTS, ns, edit()),
+        15,
+        "the managed-objects policy to refuse a tenant's edit",
+    )
+    drift = {"spec": {"hard": {"pods": "11"}}}
+    with impostor(kube_cluster) as other:
+        refused = _refusal(client.CoreV1Api(other).patch_namespaced_resource_quota,
+                           "tranche-quota", ns, drift)  # fmt: skip
+        assert refused == 403, "the policy must judge an identity with the same RBAC a tenant"
+    client.CoreV1Api(api).patch_namespaced_resource_quota("tranche-quota", ns, drift)
+    repaired = reconcile_project(tenant.project.pk, Applier(api), platform_cached=False)
+    assert repaired.changes == ["applied ResourceQuota/tranche-quota"]
+    assert reconcile_project(tenant.project.pk, Applier(api)).writes == 0
+
+    # What it must not do: read tenants' secrets, run pods, mint other roles with rights it lacks.
+    core, rbac = client.CoreV1Api(api), client.RbacAuthorizationV1Api(api)
+    assert _refused(core.list_namespaced_secret, ns) == 403
+    pod = {"metadata": {"name": "x"}, "spec": {"containers": [{"name": "x", "image": "x"}]}}
+    assert _refused(core.create_namespaced_pod, ns, pod) == 403
+    evil = {
+        "metadata": {"name": f"tranche-test-{secrets.token_hex(3)}"},
+        "rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}],
+    }
+    assert _refused(rbac.create_cluster_role, evil) == 403
+
+
+def test_the_watcher_lists_and_watches_and_writes_nothing(installed, kube_cluster) -> None:
+    api = as_sa(kube_cluster, "tranche-watcher")
+    core, resource = client.CoreV1Api(api), client.ResourceV1Api(api)
+    core.list_pod_for_all_namespaces(limit=1)
+    core.list_event_for_all_namespaces(limit=1)
+    resource.list_resource_claim_for_all_namespaces(limit=1)
+    watch = core.list_pod_for_all_namespaces(watch=True, timeout_seconds=1, _preload_content=False)
+    watch.release_conn()
+    assert _refused(core.delete_collection_namespaced_pod, "default") == 403
+    assert _refused(core.list_namespaced_secret, "default") == 403
+
+
+def test_the_node_agent_publishes_reads_claims_and_asks_whose_pod(
+    installed, kube_cluster, fake_gpu_nodes, make_namespace
+) -> None:
+    (node,) = fake_gpu_nodes(1)
+    api = as_sa(kube_cluster, "tranche-agent")
+    publisher = SlicePublisher(api, node)
+    assert publisher.publish([v100(0), v100(1)]) is True
+    slices = client.ResourceV1Api(kube_cluster.api_client).list_resource_slice(
+        field_selector=f"spec.driver={DRIVER},spec.nodeName={node}"
+    )
+    assert len(slices.items[0].spec.devices) == 2
+
+    ns = make_namespace()
+    claim = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": "c"},
+        "spec": {"devices": {"requests": []}},
+    }
+    client.ResourceV1Api(kube_cluster.api_client).create_namespaced_resource_claim(ns, claim)
+    assert api_claim_source(api)(ns, "c")["metadata"]["name"] == "c"
+    assert TenantPods(api, node)("5eed0000-0000-4000-8000-0000000000ff") is None  # asked: no error
+
+    core = client.CoreV1Api(api)
+    assert _refused(core.delete_namespace, ns) == 403
+    assert _refused(core.list_namespaced_secret, ns) == 403
+    publisher.withdraw()

@@ -170,10 +170,10 @@ def reconcile_project(
     project_id: int, applier: Applier | None = None, platform_cached: bool = True
 ) -> ReconcileResult:
     """Make the project's namespace match the database. Idempotent; safe to run concurrently."""
+    namespace = Project.objects.values_list("namespace", flat=True).get(pk=project_id)
     applier = applier or Applier(shared_api_client())
     before = Counter(applier.calls)
     result = ReconcileResult(project_id)
-    namespace = Project.objects.values_list("namespace", flat=True).get(pk=project_id)
     with project_lock(project_id):
         orders = desired.open_orders(project_id)
         for order in orders:

@@ -8,12 +8,15 @@ next resync reconciles every project.
 
 from __future__ import annotations
 
+import logging
+
 from celery import shared_task
 from django.db import InterfaceError, OperationalError
 
 from controller import reconcile
 from controller.apply import TransientApiError
 
+log = logging.getLogger(__name__)
 TRANSIENT = (TransientApiError, OperationalError, InterfaceError)
 RETRY = {
     "acks_late": True,
@@ -27,8 +30,16 @@ RETRY = {
 
 @shared_task(name="controller.reconcile_project", **RETRY)
 def reconcile_project(project_id: int) -> dict:
-    """Reconcile one project; returns a small summary for the result backend / logs."""
-    result = reconcile.reconcile_project(int(project_id))
+    """Reconcile one project; returns a small summary for the result backend / logs.
+
+    A project deleted after the message was sent has nothing left to reconcile: logged, done."""
+    from portal.tenants.models import Project
+
+    try:
+        result = reconcile.reconcile_project(int(project_id))
+    except Project.DoesNotExist:
+        log.info("project %s no longer exists: nothing to reconcile", project_id)
+        return {"project": project_id, "writes": 0, "orders": 0, "gone": True}
     return {"project": project_id, "writes": result.writes, "orders": result.orders}
 
 

@@ -52,3 +52,16 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix) -
     name = os.environ.get("TRANCHE_TEST_DB_NAME")
     if name:
         connections["default"].settings_dict.setdefault("TEST", {})["NAME"] = name
+
+
+TEST_QUEUE = "tranche-test"
+
+
+@pytest.fixture(autouse=True)
+def _tests_never_feed_the_demo_queue(request: pytest.FixtureRequest) -> None:
+    """Orders placed in tests send reconcile hints; they go to a test queue, never to the
+    queue a running `make run` worker consumes (same Redis), where they would name projects
+    of the test database. Fixtures that run a real worker pick their own queue after this."""
+    if "django_db_setup" not in request.fixturenames and "settings" not in request.fixturenames:
+        return
+    request.getfixturevalue("settings").CELERY_TASK_DEFAULT_QUEUE = TEST_QUEUE

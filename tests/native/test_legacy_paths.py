@@ -109,7 +109,16 @@ def test_launch_without_a_current_context_is_refused(any_box: GpuBox, how: str) 
     assert region.read_region(c.region_dir).devices[0].launches == 0
 
 
-@pytest.mark.parametrize("path", ["green", "capture", "nocontext"])
+@pytest.mark.parametrize("how", HOWS)
+def test_pool_allocation_without_a_current_context_is_refused(any_box: GpuBox, how: str) -> None:
+    """A pool and an explicit stream name a device without any context current: the driver
+    would serve it, the core could not tell whose slice pays."""
+    fields = _escape(any_box, "nocontextpool", how)
+    assert fields["codes"] == ",".join([str(INVALID_CONTEXT)] * 4)
+    assert int(fields["phys_peak"]) == CTX
+
+
+@pytest.mark.parametrize("path", ["green", "capture", "nocontext", "nocontextpool"])
 def test_simgpu_alone_lets_them_through(box: GpuBox, path: str) -> None:
     """Without the core the same program gets past the slice: the refusals above are the
     core's, not the simulator's."""

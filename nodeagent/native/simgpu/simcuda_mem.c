@@ -69,10 +69,12 @@ void sim_host_unmap(void *p, uint64_t size) {
 }
 
 static CUresult dev_alloc(CUdeviceptr *dptr, uint64_t size, struct CUmemPoolHandle_st *pool) {
-    CUresult r = sim_check_ctx();
+    /* A pool names its device: served without a current context (the permissive reading of
+     * the driver documentation, so tests show the core, not simgpu, refusing that case). */
+    CUresult r = pool ? (sim_ready() ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED) : sim_check_ctx();
     if (r != CUDA_SUCCESS) return r;
     if (!dptr || size == 0) return CUDA_ERROR_INVALID_VALUE;
-    int dev = sim_cur->dev;
+    int dev = pool ? pool->dev : sim_cur->dev;
     /* SIMULATED driver overhead (test-only fault injection): floor(size * permille / 1000),
      * computed without overflow; charged to this process, invisible to the core. */
     uint64_t pm = sim_overhead_permille, overhead = 0;

@@ -145,18 +145,20 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t size, CUmemoryPool pool, C
     if (tr_guard) return call_alloc_async(dptr, size, pool, s, id, from_pool);
     if (!tr_ready()) return CUDA_ERROR_NOT_INITIALIZED;
     int dev = tr_current_dev_index();
-    if (dev != -2) {
-        int ptsz = id == TR_cuMemAllocAsync_ptsz || id == TR_cuMemAllocFromPoolAsync_ptsz;
-        CUresult cap = refuse_if_capturing(s, ptsz);
-        if (cap != CUDA_SUCCESS) return cap;
-    }
+    /* No current context: a pool and an explicit stream carry a device of their own, so the
+     * driver could serve it while the core cannot tell whose slice pays. Refused, with the
+     * error the driver gives when it needs a context. */
+    if (dev == -2) return CUDA_ERROR_INVALID_CONTEXT;
+    int ptsz = id == TR_cuMemAllocAsync_ptsz || id == TR_cuMemAllocFromPoolAsync_ptsz;
+    CUresult cap = refuse_if_capturing(s, ptsz);
+    if (cap != CUDA_SUCCESS) return cap;
     if (!from_pool && dev >= 0) {
         CUdevice cudev;
         if (REAL_FN(cuCtxGetDevice)(&cudev) != CUDA_SUCCESS ||
             REAL_FN(cuDeviceGetMemPool)(&pool, cudev) != CUDA_SUCCESS)
             pool = NULL;
     }
-    if (size == 0 || dev == -2 || !pool) return call_alloc_async(dptr, size, pool, s, id, from_pool);
+    if (size == 0 || !pool) return call_alloc_async(dptr, size, pool, s, id, from_pool);
     if (dev < 0) return CUDA_ERROR_OUT_OF_MEMORY;
     pthread_mutex_lock(&pool_mu);
     int pdev;

@@ -6,7 +6,7 @@
  * cudaVersion that selects that variant. And to run kernels outside the compute budget by
  * launching on an explicit stream with no context current (nocontext). Usage:
  *   escape PATH HOW    PATH: alloc pitch array array3d ctx1 ctx3 ctx4 green graph graphnode
- *                            capture nocontext
+ *                            capture nocontext nocontextpool
  *                      HOW: direct dlsym getproc
  *   escape info HOW    the v1 cuMemGetInfo / cuDeviceTotalMem views
  *   escape lookup -    cuGetProcAddress hands out the hook of the very variant the
@@ -74,6 +74,7 @@ typedef CUresult (*info1_fn)(unsigned int *, unsigned int *);
 typedef CUresult (*green_fn)(CUgreenCtx *, CUdevResourceDesc, CUdevice, unsigned int);
 typedef CUresult (*green_destroy_fn)(CUgreenCtx);
 typedef CUresult (*alloc_async_fn)(CUdeviceptr *, size_t, CUstream);
+typedef CUresult (*pool_alloc_fn)(CUdeviceptr *, size_t, CUmemoryPool, CUstream);
 typedef CUresult (*launch_fn)(CUfunction, unsigned int, unsigned int, unsigned int, unsigned int,
                               unsigned int, unsigned int, unsigned int, CUstream, void **,
                               void **);
@@ -180,6 +181,21 @@ int main(int argc, char **argv) {
         CHECK(((alloc_async_fn)f)(&p, MiB, s));
         CHECK(cuMemFreeAsync(p, s));
         CHECK(cuStreamSynchronize(s));
+    } else if (!strcmp(path, "nocontextpool")) {
+        void *f = entry("cuMemAllocFromPoolAsync", "cuMemAllocFromPoolAsync", 11020,
+                        (void *)&cuMemAllocFromPoolAsync);
+        EXPECT(f != NULL);
+        CUmemoryPool pool;
+        CUstream s;
+        CHECK(cuDeviceGetMemPool(&pool, dev));
+        CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+        CHECK(cuCtxSetCurrent(NULL));
+        for (int i = 0; i < ATTEMPTS; i++) {
+            CUdeviceptr p;
+            RECORD(((pool_alloc_fn)f)(&p, 40 * MiB, pool, s));
+        }
+        CHECK(cuCtxSetCurrent(primary));
+        printf("phys_peak=%llu\n", (unsigned long long)phys_used());
     } else if (!strcmp(path, "nocontext")) {
         void *f = entry("cuLaunchKernel", "cuLaunchKernel", 4000, (void *)&cuLaunchKernel);
         EXPECT(f != NULL);

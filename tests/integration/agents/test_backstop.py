@@ -23,6 +23,7 @@ import json
 import os
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
@@ -31,7 +32,7 @@ from pathlib import Path
 
 import pytest
 
-from nodeagent import cdi, discovery
+from nodeagent import cdi, discovery, region
 from nodeagent.draplugin.prepare import Layout, Preparer
 from nodeagent.kubeletlite import apply_cdi, launch_script
 from nodeagent.status import Collector
@@ -82,23 +83,39 @@ class Workload:
         self.preparer = Preparer(NODE, [v100(0), v100(1)], layout, lambda ns, n: claim)
         prepared = self.preparer.prepare("acme-ml", "pod-a-gpu-x7k2", uid)
         spec = json.loads(cdi.spec_path(layout.cdi_dir, uid).read_text())
-        env, mounts = apply_cdi(spec, [d.cdi_id.split("=", 1)[1] for d in prepared.devices])
-        cmd = [sys.executable, "-m", "nodeagent.workload", "--memory-gib", "0.9", "--duty", "0"]
-        self.proc = subprocess.Popen(
+        self.region_dir = Path(prepared.region_dir)
+        self.env, self.mounts = apply_cdi(
+            spec, [d.cdi_id.split("=", 1)[1] for d in prepared.devices]
+        )
+        self.env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(REPO), **sim, **self.env,
+                    "SIMGPU_DRIVER_OVERHEAD_PERMILLE": str(permille)}  # fmt: skip
+        self.extra: list[subprocess.Popen] = []
+        self.proc, events = self._start(0.9)
+        self.running_at = time.monotonic()
+        assert events[-1].get("held") == int(0.9 * GIB), f"not admitted: {events}"
+
+    def _start(self, gib: float) -> tuple[subprocess.Popen, list[dict]]:
+        """One workload process of this container (CDI edits applied) holding `gib`."""
+        cmd = [sys.executable, "-m", "nodeagent.workload", "--memory-gib", str(gib), "--duty", "0"]
+        proc = subprocess.Popen(
             ["unshare", "--mount", "--propagation", "private", "sh", "-c",
-             launch_script(mounts, [*cmd, "--seconds", "120"])],
-            env={"PATH": os.environ["PATH"], "PYTHONPATH": str(REPO), **sim, **env,
-                 "SIMGPU_DRIVER_OVERHEAD_PERMILLE": str(permille)},
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+             launch_script(self.mounts, [*cmd, "--seconds", "120"])],
+            env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            start_new_session=True,
         )  # fmt: skip
         events = []
-        for line in self.proc.stdout:
+        for line in proc.stdout:
             events.append(json.loads(line) if line.startswith("{") else {"raw": line})
             if events[-1].get("event") == "running" or "raw" in events[-1]:
                 break
-        self.running_at = time.monotonic()
         assert events, "the workload printed nothing"
-        assert events[-1].get("held") == int(0.9 * GIB), f"not admitted: {events}"
+        return proc, events
+
+    def another(self, gib: float) -> tuple[subprocess.Popen, list[dict]]:
+        """A second process in the same container."""
+        proc, events = self._start(gib)
+        self.extra.append(proc)
+        return proc, events
 
     def collector(self, kill: bool) -> Collector:
         return Collector(
@@ -118,10 +135,11 @@ class Workload:
         return collector.cross_check({claim.uid: reading})
 
     def close(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(timeout=10)
-        self.proc.stdout.close()
+        for proc in (self.proc, *self.extra):
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+            proc.stdout.close()
         self.preparer.unprepare(self.uid)
         shutil.rmtree(self.state, ignore_errors=True)
 
@@ -312,3 +330,29 @@ def test_the_operators_pods_are_left_alone_and_unknown_ones_only_reported(sim):
         finally:
             _end(burn)
             w.close()
+
+
+def test_a_tenant_who_rewrites_the_region_still_meets_the_cap(sim):
+    """The region is writable inside the container (its processes account there). Zeroing the
+    used-bytes counter makes the core admit a second 0.9 GiB on a 1 GiB slice; NVML's view does
+    not come from the region, so the backstop finds the claim over its cap and stops one."""
+    w = Workload(sim, "bac0c1a1-0000-4000-8000-000000000008", permille=0)
+    try:
+        used_at = region.DEVICES_OFFSET + region.MEM_USED_OFFSET  # device 0 of the claim
+        with region.region_path(w.region_dir).open("r+b") as f:
+            f.seek(used_at)
+            f.write(struct.pack("<Q", 0))
+        second, events = w.another(0.9)
+        assert events[-1].get("held") == int(0.9 * GIB), events  # the core was fooled
+        collector = w.collector(kill=True)
+        (finding,) = w.findings(collector)
+        assert f"claim {w.uid} uses" in finding
+        assert "over its 1073741824 B cap" in finding
+        stopped = _wait(
+            lambda: [p for p in (w.proc, second) if p.poll() is not None], 5, "one to be stopped"
+        )
+        assert [p.returncode for p in stopped] == [-signal.SIGKILL]
+        claim = w.preparer.checkpoint.get(w.uid)
+        assert collector.cross_check({w.uid: collector._read(claim)}) == []  # under the cap
+    finally:
+        w.close()

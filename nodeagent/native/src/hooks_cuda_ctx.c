@@ -120,48 +120,87 @@ TR_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
     return r;
 }
 
-/* Every way to create a context: the variants differ only in what they pass through. */
+/* Every way to create a context: cuCtxCreate_v2/_v3/_v4 and green contexts (CUDA 12.4+, a
+ * context over a share of the SMs). They differ only in what they pass through, the handle type
+ * and how the handle is destroyed. Green contexts also bring up the device's primary context
+ * if it is not up yet (dropped with them): part of their measured growth. Their launches are
+ * metered like any other (a context of the device is current, or the launch is refused). */
+enum { CTX_GREEN = 5 };
+
 typedef struct {
-    int variant; /* 2, 3 or 4 */
+    int variant; /* 2, 3, 4 (cuCtxCreate_vN) or CTX_GREEN */
     unsigned int flags;
     CUexecAffinityParam *affinity;
     int naffinity;
     CUctxCreateParams *params;
+    CUdevResourceDesc desc;
 } ctx_args_t;
 
-static CUresult real_ctx_create(CUcontext *pctx, const ctx_args_t *a, CUdevice dev) {
-    switch (a->variant) {
-    case 3:
-        return REAL_FN(cuCtxCreate_v3)(pctx, a->affinity, a->naffinity, a->flags, dev);
-    case 4: return REAL_FN(cuCtxCreate_v4)(pctx, a->params, a->flags, dev);
-    default: return REAL_FN(cuCtxCreate_v2)(pctx, a->flags, dev);
+static int create_id(int variant) {
+    switch (variant) {
+    case 3: return TR_cuCtxCreate_v3;
+    case 4: return TR_cuCtxCreate_v4;
+    case CTX_GREEN: return TR_cuGreenCtxCreate;
+    default: return TR_cuCtxCreate_v2;
     }
 }
 
-static CUresult ctx_create(CUcontext *pctx, const ctx_args_t *a, CUdevice dev) {
-    if (tr_guard) return real_ctx_create(pctx, a, dev);
+/* `out` is the caller's CUcontext * (or CUgreenCtx * for CTX_GREEN), passed through as is. */
+static CUresult real_ctx_create(void *out, const ctx_args_t *a, CUdevice dev) {
+    switch (a->variant) {
+    case 3:
+        return REAL_FN(cuCtxCreate_v3)((CUcontext *)out, a->affinity, a->naffinity, a->flags,
+                                       dev);
+    case 4: return REAL_FN(cuCtxCreate_v4)((CUcontext *)out, a->params, a->flags, dev);
+    case CTX_GREEN: return REAL_FN(cuGreenCtxCreate)((CUgreenCtx *)out, a->desc, dev, a->flags);
+    default: return REAL_FN(cuCtxCreate_v2)((CUcontext *)out, a->flags, dev);
+    }
+}
+
+/* Tracking key of a created handle: explicit contexts and green contexts apart from each other
+ * and from primary contexts, which are keyed by device ordinal. */
+static uint64_t ctx_key(const void *handle, int green) {
+    return (uint64_t)(uintptr_t)handle | (green ? 1ull << 62 : 1ull << 63);
+}
+
+static CUresult ctx_create(void *out, const ctx_args_t *a, CUdevice dev) {
+    if (tr_guard) return real_ctx_create(out, a, dev);
     if (!tr_ready()) return CUDA_ERROR_NOT_INITIALIZED;
-    int id = a->variant == 3 ? TR_cuCtxCreate_v3 : a->variant == 4 ? TR_cuCtxCreate_v4
-                                                                   : TR_cuCtxCreate_v2;
-    if (!tr_real[id]) return CUDA_ERROR_NOT_FOUND; /* an older driver without this variant */
+    if (!tr_real[create_id(a->variant)]) return CUDA_ERROR_NOT_FOUND; /* an older driver */
     int idx = tr_dev_index(dev);
-    if (idx < 0) return real_ctx_create(pctx, a, dev);
+    if (idx < 0 || !out) return real_ctx_create(out, a, dev);
+    int green = a->variant == CTX_GREEN;
     tr_guard++;
     pthread_mutex_lock(&ctx_mu);
     usage_t before = phys_used(dev);
-    CUresult r = real_ctx_create(pctx, a, dev);
+    CUresult r = real_ctx_create(out, a, dev);
     if (r == CUDA_SUCCESS) {
+        void *handle = green ? (void *)*(CUgreenCtx *)out : (void *)*(CUcontext *)out;
         uint64_t delta = growth(before, phys_used(dev));
         if (delta && tr_mem_reserve(idx, delta) != 0) {
-            REAL_FN(cuCtxDestroy_v2)(*pctx);
+            if (green) REAL_FN(cuGreenCtxDestroy)((CUgreenCtx)handle);
+            else REAL_FN(cuCtxDestroy_v2)((CUcontext)handle);
             r = CUDA_ERROR_OUT_OF_MEMORY;
         } else {
-            /* Key 64+: explicit contexts, apart from the primary ones keyed by ordinal. */
-            tr_track_put(TR_K_CTX, (uint64_t)(uintptr_t)*pctx | 1ull << 63, idx, delta);
+            tr_track_put(TR_K_CTX, ctx_key(handle, green), idx, delta);
         }
     }
     pthread_mutex_unlock(&ctx_mu);
     tr_guard--;
+    return r;
+}
+
+/* Destroy through `destroy`, then give back what creating `handle` was charged. */
+static CUresult ctx_destroy(CUresult (*destroy)(void *), void *handle, int green) {
+    if (tr_guard) return destroy(handle);
+    tr_guard++;
+    CUresult r = destroy(handle);
+    tr_guard--;
+    int idx;
+    uint64_t size;
+    if (r == CUDA_SUCCESS && tr_track_take(TR_K_CTX, ctx_key(handle, green), &idx, &size) == 0 &&
+        size)
+        tr_mem_release(idx, size);
     return r;
 }
 
@@ -200,64 +239,22 @@ TR_EXPORT CUresult cuDevicePrimaryCtxReset(CUdevice dev) {
     return cuDevicePrimaryCtxReset_v2(dev);
 }
 
-TR_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) {
-    if (tr_guard) return REAL_FN(cuCtxDestroy_v2)(ctx);
-    tr_guard++;
-    CUresult r = REAL_FN(cuCtxDestroy_v2)(ctx);
-    tr_guard--;
-    int idx;
-    uint64_t size;
-    if (r == CUDA_SUCCESS &&
-        tr_track_take(TR_K_CTX, (uint64_t)(uintptr_t)ctx | 1ull << 63, &idx, &size) == 0 && size)
-        tr_mem_release(idx, size);
-    return r;
-}
+static CUresult real_ctx_destroy(void *h) { return REAL_FN(cuCtxDestroy_v2)((CUcontext)h); }
 
-/* Green contexts (CUDA 12.4+, a context over a share of the SMs) hold context memory of their
- * own and bring up the device's primary context if it is not up yet (dropped again with the
- * green context): charged their measured growth like any context, keyed by handle, released
- * by cuGreenCtxDestroy. Their launches are metered like any other: a context of the device is
- * current, or the launch is refused (hooks_cuda_launch.c). */
-#define GREEN_KEY(g) ((uint64_t)(uintptr_t)(g) | 1ull << 62)
+TR_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) {
+    return ctx_destroy(real_ctx_destroy, ctx, 0);
+}
 
 TR_EXPORT CUresult cuGreenCtxCreate(CUgreenCtx *phCtx, CUdevResourceDesc desc, CUdevice dev,
                                     unsigned int flags) {
-    if (tr_guard) return REAL_FN(cuGreenCtxCreate)(phCtx, desc, dev, flags);
-    if (!tr_ready()) return CUDA_ERROR_NOT_INITIALIZED;
-    if (!tr_real[TR_cuGreenCtxCreate]) return CUDA_ERROR_NOT_FOUND;
-    int idx = tr_dev_index(dev);
-    if (idx < 0 || !phCtx) return REAL_FN(cuGreenCtxCreate)(phCtx, desc, dev, flags);
-    tr_guard++;
-    pthread_mutex_lock(&ctx_mu);
-    usage_t before = phys_used(dev);
-    CUresult r = REAL_FN(cuGreenCtxCreate)(phCtx, desc, dev, flags);
-    if (r == CUDA_SUCCESS) {
-        uint64_t delta = growth(before, phys_used(dev));
-        if (delta && tr_mem_reserve(idx, delta) != 0) {
-            if (tr_real[TR_cuGreenCtxDestroy]) REAL_FN(cuGreenCtxDestroy)(*phCtx);
-            *phCtx = NULL;
-            r = CUDA_ERROR_OUT_OF_MEMORY;
-        } else {
-            tr_track_put(TR_K_CTX, GREEN_KEY(*phCtx), idx, delta);
-        }
-    }
-    pthread_mutex_unlock(&ctx_mu);
-    tr_guard--;
-    return r;
+    ctx_args_t a = {.variant = CTX_GREEN, .flags = flags, .desc = desc};
+    return ctx_create(phCtx, &a, dev);
 }
 
+static CUresult real_green_destroy(void *h) { return REAL_FN(cuGreenCtxDestroy)((CUgreenCtx)h); }
+
 TR_EXPORT CUresult cuGreenCtxDestroy(CUgreenCtx hCtx) {
-    if (!tr_real[TR_cuGreenCtxDestroy]) {
-        tr_resolve();
-        if (!tr_real[TR_cuGreenCtxDestroy]) return CUDA_ERROR_NOT_FOUND;
-    }
-    if (tr_guard) return REAL_FN(cuGreenCtxDestroy)(hCtx);
-    tr_guard++;
-    CUresult r = REAL_FN(cuGreenCtxDestroy)(hCtx);
-    tr_guard--;
-    int idx;
-    uint64_t size;
-    if (r == CUDA_SUCCESS && tr_track_take(TR_K_CTX, GREEN_KEY(hCtx), &idx, &size) == 0 && size)
-        tr_mem_release(idx, size);
-    return r;
+    tr_resolve(); /* reachable before any create: a driver without green contexts */
+    if (!tr_real[TR_cuGreenCtxDestroy]) return CUDA_ERROR_NOT_FOUND;
+    return ctx_destroy(real_green_destroy, hCtx, 1);
 }

@@ -66,6 +66,9 @@ KINDS: dict[tuple[str, str], tuple[str, str, bool]] = {
     ),
 }
 NAMESPACED_MANAGED = [k for k, (_, _, ns) in KINDS.items() if ns]
+# Kinds with fields the API server never lets change, and the word its refusal names: such an
+# object is deleted and created again (a changed product's template, an older binding's roleRef).
+RECREATE_ON = {"ResourceClaimTemplate": "immutable", "RoleBinding": "roleRef"}
 PLATFORM_KINDS = [k for k, (_, _, ns) in KINDS.items() if not ns and k[1] != "Namespace"]
 
 # Process-wide totals (all Appliers), for benchmarks and the no-op resync check.
@@ -240,10 +243,8 @@ class Applier:
         try:
             return patch()
         except ApplyError as exc:
-            # Template specs and a binding's roleRef are immutable: delete and create again.
-            if (obj["kind"] == "ResourceClaimTemplate" and "immutable" in exc.message) or (
-                obj["kind"] == "RoleBinding" and "roleRef" in exc.message
-            ):
+            marker = RECREATE_ON.get(obj["kind"])
+            if marker and marker in exc.message:
                 self._call("delete", "DELETE", path)
                 return patch()
             raise

@@ -30,14 +30,15 @@ PY=${PY:-python3}
 DEADLINE=$((SECONDS + ${GPU_CHECK_BUDGET_S:-420}))
 SLICE=$((8 << 30))
 MATMUL_S=${GPU_CHECK_MATMUL_S:-8} # seconds of matmuls per throughput figure
-LIB=$ROOT/nodeagent/native/build/libtranche.so
+# The test variant: the shipped core reads its config and region only at the in-container
+# paths; this one also takes TRANCHE_SLICE_CONFIG / TRANCHE_REGION_DIR (same hooks otherwise).
+LIB=$ROOT/nodeagent/native/build/libtranche-test.so
 PROBE=("$PY" "$ROOT/tests/gpu/torch_probe.py")
 FAILED=0
 HOLDER=
 WORK=$(mktemp -d)
 # What the caller's environment might carry would skew the checks: each step sets its own.
-unset LD_PRELOAD TRANCHE_SLICE_CONFIG TRANCHE_REGION_DIR TRANCHE_MEMORY_LIMIT \
-    TRANCHE_COMPUTE_PERCENT PYTORCH_CUDA_ALLOC_CONF PYTORCH_ALLOC_CONF
+unset LD_PRELOAD TRANCHE_SLICE_CONFIG TRANCHE_REGION_DIR PYTORCH_CUDA_ALLOC_CONF PYTORCH_ALLOC_CONF
 # shellcheck disable=SC2317  # cleanup is run by the EXIT trap
 cleanup() {
     [ -z "$HOLDER" ] || { pkill -TERM -P "$HOLDER"; kill "$HOLDER"; } 2>/dev/null
@@ -111,7 +112,7 @@ for pair in CUDA_INCLUDE:cuda_runtime/include/cuda.h NVML_INCLUDE:nvml_dev/inclu
     done
 done
 limited 180 make -C "$ROOT/nodeagent/native" -j"$(nproc)" ${make_vars[@]+"${make_vars[@]}"} \
-    build/libtranche.so >"$WORK/build.log" 2>&1
+    build/libtranche-test.so >"$WORK/build.log" 2>&1
 build_rc=$?
 check build $build_rc
 [ "$build_rc" -eq 0 ] || note build_log "$(tail -c 800 "$WORK/build.log")"

@@ -51,7 +51,9 @@ def _env(tmp: Path, percent: int | None) -> dict[str, str]:
         env.update(
             TRANCHE_SLICE_CONFIG=str(conf),
             TRANCHE_REGION_DIR=str(region),
-            LD_PRELOAD=str(BUILD / "libtranche.so"),
+            # The test variant: the same hooks, but it takes the two paths from the environment
+            # (the shipped core reads only the fixed in-container paths).
+            LD_PRELOAD=str(BUILD / "libtranche-test.so"),
         )
     return env
 

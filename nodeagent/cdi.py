@@ -20,7 +20,8 @@ CDI_VENDOR = "tranche.dev"
 CDI_CLASS = "gpu"
 CDI_KIND = f"{CDI_VENDOR}/{CDI_CLASS}"
 
-# Paths inside the container; the core reads the config and region at these defaults.
+# Paths inside the container; the shipped core reads the config and region at exactly these
+# paths and takes no override from the environment (nodeagent/native/src/config.h).
 CORE_IN_CONTAINER = "/usr/lib/tranche/libtranche.so"
 PRELOAD_IN_CONTAINER = "/etc/ld.so.preload"
 CONFIG_IN_CONTAINER = "/etc/tranche/slice.conf"
@@ -78,8 +79,6 @@ def render_cdi_spec(claim_uid: str, devices: Sequence[CdiDevice], files: ClaimFi
         "env": [
             f"NVIDIA_VISIBLE_DEVICES={visible}",
             f"TRANCHE_CLAIM_UID={claim_uid}",
-            f"TRANCHE_SLICE_CONFIG={CONFIG_IN_CONTAINER}",
-            f"TRANCHE_REGION_DIR={REGION_IN_CONTAINER}",
         ],
         "mounts": [
             _ro(files.core_library, CORE_IN_CONTAINER),

@@ -23,8 +23,6 @@ from pathlib import Path
 
 DEFAULT_PATH = "/etc/tranche/slice.conf"
 DEFAULT_REGION_DIR = "/var/run/tranche/region"
-ENV_CONFIG = "TRANCHE_SLICE_CONFIG"
-ENV_REGION_DIR = "TRANCHE_REGION_DIR"
 MAX_DEVICES = 16
 UUID_MAX = 47
 CLAIM_MAX = 63

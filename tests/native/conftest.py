@@ -3,11 +3,18 @@
 A ``GpuBox`` is one simulated machine (its own simgpu config and state file, so tests never
 share a GPU) on which tests create containers: each container is a slice config written with
 nodeagent.sliceconfig plus a region folder, exactly what the node agent will provide.
+
+Two ways a container meets the core. ``box.run``/``box.start`` preload the TEST-ONLY variant
+(``libtranche-test.so``), which takes the config and region paths from TRANCHE_SLICE_CONFIG /
+TRANCHE_REGION_DIR, so many containers run side by side. ``box.run_mounted`` preloads the
+shipped ``libtranche.so`` in a private mount namespace where the container's config and region
+sit at the fixed in-container paths, as the CDI mounts put them.
 """
 
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +28,8 @@ NATIVE = ROOT / "nodeagent" / "native"
 MiB = 1 << 20
 GiB = 1 << 30
 CONTEXT_MIB = 4  # simulated per-context footprint; the core must charge it (measured delta)
+CONFIG_DIR = "/etc/tranche"  # the shipped core's fixed paths (nodeagent/native/src/config.h)
+REGION_PARENT = "/var/run/tranche"
 
 
 def sim_uuid(index: int) -> str:
@@ -39,13 +48,19 @@ class Build:
 
     @property
     def lib(self) -> Path:
+        """The shipped core: fixed paths only."""
         return self.root / "libtranche.so"
+
+    @property
+    def test_lib(self) -> Path:
+        """The test variant: the same core, paths overridable from the environment."""
+        return self.root / "libtranche-test.so"
 
     def prog(self, name: str) -> Path:
         return self.root / "tests" / name
 
-    def preload(self) -> str:
-        return " ".join([*self.preload_prefix, str(self.lib)])
+    def preload(self, shipped: bool = False) -> str:
+        return " ".join([*self.preload_prefix, str(self.lib if shipped else self.test_lib)])
 
 
 def _make(*targets: str) -> None:
@@ -152,6 +167,54 @@ class GpuBox:
             LD_PRELOAD=b.preload(),
         )
         return Container(name, path, region, env)
+
+    def mounted(
+        self, c: Container, prog: str, *args: str, config_setup: str | None = None
+    ) -> tuple[list[str], dict[str, str]]:
+        """argv and env that run prog under the shipped core in a private mount namespace: the
+        container's config read-only at /etc/tranche/slice.conf and its region at
+        /var/run/tranche/region (each folder a fresh tmpfs, so nothing of the host shows
+        through). config_setup replaces the config copy with shell lines run in /etc/tranche
+        before it is made read-only."""
+        for d in (CONFIG_DIR, REGION_PARENT):
+            Path(d).mkdir(parents=True, exist_ok=True)  # mount points; empty on the host
+        setup = config_setup or f"cp {shlex.quote(str(c.config_path))} slice.conf"
+        script = "\n".join(
+            [
+                "set -e",
+                "mount --make-rprivate /",
+                f"mount -t tmpfs -o size=1m tranche-test {CONFIG_DIR}",
+                f"cd {CONFIG_DIR}",
+                setup,
+                "cd /",
+                f"mount -o remount,ro {CONFIG_DIR}",
+                f"mount -t tmpfs -o size=1m tranche-test {REGION_PARENT}",
+                f"mkdir {REGION_PARENT}/region",
+                f"mount --bind {shlex.quote(str(c.region_dir))} {REGION_PARENT}/region",
+                "exec " + " ".join(shlex.quote(a) for a in [str(self.build.prog(prog)), *args]),
+            ]
+        )
+        argv = ["unshare", "--mount", "--propagation", "private", "sh", "-c", script]
+        return argv, {**c.env, "LD_PRELOAD": self.build.preload(shipped=True)}
+
+    def run_mounted(
+        self, c: Container, prog: str, *args: str, config_setup: str | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        argv, env = self.mounted(c, prog, *args, config_setup=config_setup)
+        return subprocess.run(
+            argv, env=env, capture_output=True, text=True, timeout=60, check=False
+        )
+
+    def start_mounted(self, c: Container, prog: str, *args: str) -> subprocess.Popen[str]:
+        argv, env = self.mounted(c, prog, *args)
+        return subprocess.Popen(
+            argv,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
 
     def run(
         self, c: Container | dict[str, str], prog: str, *args: str, timeout: float = 60

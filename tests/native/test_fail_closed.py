@@ -47,7 +47,7 @@ def test_unreadable_or_invalid_config_fails_closed_without_env_fallback(box: Gpu
     unreadable = c.config_path.parent / "dir.conf"
     unreadable.mkdir()
     c.env["TRANCHE_SLICE_CONFIG"] = str(unreadable)
-    _refused(box.run(c, "probe", "info"), "needs version, claim and at least one device")
+    _refused(box.run(c, "probe", "info"), "dir.conf: Is a directory")
     bad = c.config_path.parent / "bad.conf"
     bad.write_text("version = 1\nclaim = x\ndevice.0.uuid = GPU-1\n")
     c.env["TRANCHE_SLICE_CONFIG"] = str(bad)
@@ -57,13 +57,12 @@ def test_unreadable_or_invalid_config_fails_closed_without_env_fallback(box: Gpu
     _refused(box.run(c, "probe", "info"), "compute_percent must be 1..100")
 
 
-def test_environment_limits_apply_only_without_a_config_file(box: GpuBox) -> None:
+def test_environment_limits_are_never_applied(box: GpuBox) -> None:
+    """There is no environment fallback any more (issue #13, item 1): no config, no GPU."""
     c = box.container("c", [(0, 64 * MiB, 100)])
     c.env["TRANCHE_SLICE_CONFIG"] = str(c.config_path.parent / "absent.conf")
     c.env["TRANCHE_MEMORY_LIMIT"] = str(32 * MiB)
-    proc = box.run(c, "captest", "alloc")
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "total=33554432" in proc.stdout
+    _refused(box.run(c, "captest", "alloc"), "no slice config at")
 
 
 def test_corrupt_region_is_refused(box: GpuBox) -> None:

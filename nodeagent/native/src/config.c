@@ -1,7 +1,18 @@
 /*
  * Slice config reader. The file is written by the node agent (nodeagent/sliceconfig.py) and
- * mounted read-only, so a tenant cannot raise its own limits. Parsing is strict: any unknown
- * key, duplicate, gap or out-of-range value refuses the whole file, because running with a
+ * mounted read-only at a fixed path, so a tenant cannot raise its own limits. The shipped
+ * library reads nothing from the environment: a process chooses its own environment before
+ * exec, so any variable naming a limit or a path would let the tenant pick its slice. Tests
+ * build a separate variant (libtranche-test.so, -DTRANCHE_TEST_OVERRIDES) that takes the two
+ * paths from the environment; it is never mounted into a container.
+ *
+ * Grammar (the same as nodeagent/sliceconfig.py; tests/native/sliceconfig_cases.json is run
+ * through both): only printable ASCII, tab and newline; blank and '#' lines are skipped;
+ * every other line is `key = value` with spaces/tabs around both. Keys: `version` (exactly
+ * "1"), `claim` (1..63 chars, no '='), `device.N.uuid` ("GPU-...", < 48 chars, unique),
+ * `device.N.memory_bytes` (1..2^64-1), `device.N.compute_percent` (1..100), N in 0..15
+ * written without sign or leading zero, indices contiguous from 0. Any unknown key,
+ * duplicate, gap or out-of-range value refuses the whole file: running with a
  * half-understood config would mean running unlimited.
  */
 #define _GNU_SOURCE
@@ -11,22 +22,151 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+
+#ifdef TRANCHE_TEST_OVERRIDES
+static const char *path_or(const char *env, const char *fixed) {
+    const char *p = getenv(env);
+    return p && *p ? p : fixed;
+}
+#define CONFIG_PATH() path_or("TRANCHE_SLICE_CONFIG", TR_DEFAULT_CONFIG)
+#define REGION_DIR() path_or("TRANCHE_REGION_DIR", TR_DEFAULT_REGION_DIR)
+#else
+#define CONFIG_PATH() TR_DEFAULT_CONFIG
+#define REGION_DIR() TR_DEFAULT_REGION_DIR
+#endif
+
+const char *tr_region_dir(void) { return REGION_DIR(); }
 
 static char *trim(char *s) {
     while (*s == ' ' || *s == '\t') s++;
     size_t n = strlen(s);
-    while (n > 0 && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\n' || s[n - 1] == '\r'))
-        s[--n] = '\0';
+    while (n > 0 && (s[n - 1] == ' ' || s[n - 1] == '\t')) s[--n] = '\0';
     return s;
 }
 
+/* Decimal digits only (no sign, no space: strtoull would take both), within 64 bits. */
 static int parse_u64(const char *v, uint64_t *out) {
     if (*v < '0' || *v > '9') return -1;
+    for (const char *p = v; *p; p++)
+        if (*p < '0' || *p > '9') return -1;
     char *end = NULL;
     errno = 0;
     unsigned long long x = strtoull(v, &end, 10);
     if (errno || *end != '\0') return -1;
     *out = (uint64_t)x;
+    return 0;
+}
+
+/* "device.N.field": N is "0" or [1-9][0-9]*, below TR_MAX_DEVICES. Returns the field or NULL. */
+static const char *device_key(const char *key, long *idx) {
+    const char *p = key + 7, *start = p;
+    long n = 0;
+    while (*p >= '0' && *p <= '9' && p - start < 3) n = n * 10 + (*p++ - '0');
+    if (p == start || *p != '.' || (start[0] == '0' && p - start > 1) || n >= TR_MAX_DEVICES)
+        return NULL;
+    *idx = n;
+    return p + 1;
+}
+
+static int line_chars_ok(const char *s, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c != '\t' && (c < 0x20 || c > 0x7e)) return 0;
+    }
+    return 1;
+}
+
+static int parse_line(char *s, tr_config_t *cfg, unsigned *seen, int *have, const char *path,
+                      int lineno, char *err, size_t errlen) {
+    char *eq = strchr(s, '=');
+    if (!eq) {
+        snprintf(err, errlen, "%s:%d: expected key = value", path, lineno);
+        return -1;
+    }
+    *eq = '\0';
+    char *key = trim(s), *val = trim(eq + 1);
+    uint64_t num = 0;
+    if (strcmp(key, "version") == 0) {
+        if ((*have & 1) || strcmp(val, "1") != 0) {
+            snprintf(err, errlen, "%s:%d: version must appear once and be 1", path, lineno);
+            return -1;
+        }
+        *have |= 1;
+        return 0;
+    }
+    if (strcmp(key, "claim") == 0) {
+        if ((*have & 2) || !*val || strlen(val) >= TR_CLAIM_LEN || strchr(val, '=')) {
+            snprintf(err, errlen, "%s:%d: claim must appear once, 1..%d chars without '='",
+                     path, lineno, TR_CLAIM_LEN - 1);
+            return -1;
+        }
+        *have |= 2;
+        strcpy(cfg->claim, val);
+        return 0;
+    }
+    long idx = -1;
+    const char *field = strncmp(key, "device.", 7) == 0 ? device_key(key, &idx) : NULL;
+    if (!field) {
+        snprintf(err, errlen, "%s:%d: unknown key %s (device index must be 0..%d)", path,
+                 lineno, key, TR_MAX_DEVICES - 1);
+        return -1;
+    }
+    tr_config_device_t *d = &cfg->devices[idx];
+    unsigned bit = strcmp(field, "uuid") == 0             ? 1u
+                   : strcmp(field, "memory_bytes") == 0    ? 2u
+                   : strcmp(field, "compute_percent") == 0 ? 4u
+                                                           : 0u;
+    if (!bit || (seen[idx] & bit)) {
+        snprintf(err, errlen, "%s:%d: unknown or repeated key %s", path, lineno, key);
+        return -1;
+    }
+    seen[idx] |= bit;
+    if (bit == 1u) {
+        if (strncmp(val, "GPU-", 4) != 0 || strlen(val) >= TR_UUID_LEN) {
+            snprintf(err, errlen, "%s:%d: uuid must look like GPU-... (< %d chars)", path,
+                     lineno, TR_UUID_LEN);
+            return -1;
+        }
+        strcpy(d->uuid, val);
+    } else if (bit == 2u) {
+        if (parse_u64(val, &num) || num == 0) {
+            snprintf(err, errlen, "%s:%d: memory_bytes must be an integer 1..2^64-1", path,
+                     lineno);
+            return -1;
+        }
+        d->memory_bytes = num;
+    } else {
+        if (parse_u64(val, &num) || num < 1 || num > 100) {
+            snprintf(err, errlen, "%s:%d: compute_percent must be 1..100", path, lineno);
+            return -1;
+        }
+        d->compute_percent = (uint32_t)num;
+    }
+    if (idx + 1 > cfg->device_count) cfg->device_count = (int)idx + 1;
+    return 0;
+}
+
+static int check_whole(const tr_config_t *cfg, const unsigned *seen, int have, const char *path,
+                       char *err, size_t errlen) {
+    if (have != 3 || cfg->device_count == 0) {
+        snprintf(err, errlen, "%s: needs version, claim and at least one device", path);
+        return -1;
+    }
+    for (int i = 0; i < cfg->device_count; i++) {
+        if (seen[i] != 7u) {
+            snprintf(err, errlen, "%s: device.%d needs uuid, memory_bytes and compute_percent",
+                     path, i);
+            return -1;
+        }
+        for (int j = 0; j < i; j++) {
+            if (strcmp(cfg->devices[i].uuid, cfg->devices[j].uuid) == 0) {
+                snprintf(err, errlen, "%s: each device may appear only once (%s)", path,
+                         cfg->devices[i].uuid);
+                return -1;
+            }
+        }
+    }
     return 0;
 }
 
@@ -37,126 +177,46 @@ int tr_config_parse_file(const char *path, tr_config_t *cfg, char *err, size_t e
         return -1;
     }
     memset(cfg, 0, sizeof(*cfg));
-    /* bit 0 uuid, bit 1 memory_bytes, bit 2 compute_percent */
+    /* bit 0 uuid, bit 1 memory_bytes, bit 2 compute_percent; have: bit 0 version, 1 claim */
     unsigned seen[TR_MAX_DEVICES] = {0};
-    int have_version = 0, have_claim = 0, lineno = 0, rc = -1;
-    char line[512];
-    while (fgets(line, sizeof line, f)) {
+    int have = 0, lineno = 0, rc = -1;
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
+    errno = 0;
+    while ((n = getline(&line, &cap, f)) >= 0) {
         lineno++;
+        if (n > 0 && line[n - 1] == '\n') line[--n] = '\0';
+        if (!line_chars_ok(line, (size_t)n)) {
+            snprintf(err, errlen, "%s:%d: only printable ASCII and tabs are allowed", path,
+                     lineno);
+            goto out;
+        }
         char *s = trim(line);
         if (*s == '\0' || *s == '#') continue;
-        char *eq = strchr(s, '=');
-        if (!eq) {
-            snprintf(err, errlen, "%s:%d: expected key = value", path, lineno);
-            goto out;
-        }
-        *eq = '\0';
-        char *key = trim(s), *val = trim(eq + 1);
-        uint64_t num = 0;
-        if (strcmp(key, "version") == 0) {
-            if (have_version++ || parse_u64(val, &num) || num != 1) {
-                snprintf(err, errlen, "%s:%d: version must appear once and be 1", path, lineno);
-                goto out;
-            }
-        } else if (strcmp(key, "claim") == 0) {
-            if (have_claim++ || !*val || strlen(val) >= TR_CLAIM_LEN) {
-                snprintf(err, errlen, "%s:%d: claim must appear once, 1..%d chars", path, lineno,
-                         TR_CLAIM_LEN - 1);
-                goto out;
-            }
-            strcpy(cfg->claim, val);
-        } else if (strncmp(key, "device.", 7) == 0) {
-            char *end = NULL;
-            long idx = strtol(key + 7, &end, 10);
-            if (end == key + 7 || *end != '.' || idx < 0 || idx >= TR_MAX_DEVICES) {
-                snprintf(err, errlen, "%s:%d: device index must be 0..%d", path, lineno,
-                         TR_MAX_DEVICES - 1);
-                goto out;
-            }
-            const char *field = end + 1;
-            tr_config_device_t *d = &cfg->devices[idx];
-            unsigned bit = strcmp(field, "uuid") == 0             ? 1u
-                           : strcmp(field, "memory_bytes") == 0    ? 2u
-                           : strcmp(field, "compute_percent") == 0 ? 4u
-                                                                   : 0u;
-            if (!bit || (seen[idx] & bit)) {
-                snprintf(err, errlen, "%s:%d: unknown or repeated key %s", path, lineno, key);
-                goto out;
-            }
-            seen[idx] |= bit;
-            if (bit == 1u) {
-                if (strncmp(val, "GPU-", 4) != 0 || strlen(val) >= TR_UUID_LEN) {
-                    snprintf(err, errlen, "%s:%d: uuid must look like GPU-...", path, lineno);
-                    goto out;
-                }
-                strcpy(d->uuid, val);
-            } else if (bit == 2u) {
-                if (parse_u64(val, &num) || num == 0) {
-                    snprintf(err, errlen, "%s:%d: memory_bytes must be a positive integer",
-                             path, lineno);
-                    goto out;
-                }
-                d->memory_bytes = num;
-            } else {
-                if (parse_u64(val, &num) || num < 1 || num > 100) {
-                    snprintf(err, errlen, "%s:%d: compute_percent must be 1..100", path, lineno);
-                    goto out;
-                }
-                d->compute_percent = (uint32_t)num;
-            }
-            if (idx + 1 > cfg->device_count) cfg->device_count = (int)idx + 1;
-        } else {
-            snprintf(err, errlen, "%s:%d: unknown key %s", path, lineno, key);
-            goto out;
-        }
+        if (parse_line(s, cfg, seen, &have, path, lineno, err, errlen) != 0) goto out;
     }
-    if (!have_version || !have_claim || cfg->device_count == 0) {
-        snprintf(err, errlen, "%s: needs version, claim and at least one device", path);
+    if (ferror(f)) {
+        snprintf(err, errlen, "cannot read slice config %s: %s", path, strerror(errno));
         goto out;
     }
-    for (int i = 0; i < cfg->device_count; i++) {
-        if (seen[i] != 7u) {
-            snprintf(err, errlen, "%s: device.%d needs uuid, memory_bytes and compute_percent",
-                     path, i);
-            goto out;
-        }
-    }
-    rc = 0;
+    rc = check_whole(cfg, seen, have, path, err, errlen);
 out:
+    free(line);
     fclose(f);
     return rc;
 }
 
 int tr_config_load(tr_config_t *cfg, char *err, size_t errlen) {
-    const char *path = getenv("TRANCHE_SLICE_CONFIG");
-    if (!path || !*path) path = TR_DEFAULT_CONFIG;
-    FILE *probe = fopen(path, "re");
-    if (probe || errno != ENOENT) {
-        if (probe) fclose(probe);
-        /* The file exists (or exists but is unreadable): it is the authority, never env. */
-        return tr_config_parse_file(path, cfg, err, errlen);
-    }
-    const char *mem = getenv("TRANCHE_MEMORY_LIMIT");
-    if (!mem || !*mem) {
+    const char *path = CONFIG_PATH();
+    struct stat st;
+    if (lstat(path, &st) != 0 && errno == ENOENT) {
         snprintf(err, errlen,
-                 "no slice config at %s and no TRANCHE_MEMORY_LIMIT: refusing to run the GPU "
-                 "unlimited; ask the operator to check the claim's CDI mount",
-                 path);
+                 "no slice config at %s: refusing to run the GPU unlimited; ask the operator "
+                 "to check the claim's CDI mount", path);
         return -1;
     }
-    memset(cfg, 0, sizeof(*cfg));
-    uint64_t bytes = 0, pct = 100;
-    const char *cp = getenv("TRANCHE_COMPUTE_PERCENT");
-    if (parse_u64(mem, &bytes) || bytes == 0 || (cp && *cp && (parse_u64(cp, &pct) || pct < 1 ||
-                                                              pct > 100))) {
-        snprintf(err, errlen, "TRANCHE_MEMORY_LIMIT must be bytes > 0 and "
-                              "TRANCHE_COMPUTE_PERCENT 1..100");
-        return -1;
-    }
-    strcpy(cfg->claim, "env");
-    cfg->device_count = 1;
-    strcpy(cfg->devices[0].uuid, "*");
-    cfg->devices[0].memory_bytes = bytes;
-    cfg->devices[0].compute_percent = (uint32_t)pct;
-    return 0;
+    /* Something is at the path (a dangling link, a directory, an unreadable file): it is the
+     * authority and it is invalid; never treat it as absent. */
+    return tr_config_parse_file(path, cfg, err, errlen);
 }

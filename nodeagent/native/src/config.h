@@ -11,7 +11,7 @@
 #define TR_DEFAULT_REGION_DIR "/var/run/tranche/region"
 
 typedef struct {
-    char uuid[TR_UUID_LEN]; /* "*" (env fallback only) matches every device */
+    char uuid[TR_UUID_LEN];
     uint64_t memory_bytes;
     uint32_t compute_percent; /* 1..100 */
 } tr_config_device_t;
@@ -24,7 +24,9 @@ typedef struct tr_config {
 
 /* Parse the config file at path into cfg. 0 on success, -1 with a message in err. */
 int tr_config_parse_file(const char *path, tr_config_t *cfg, char *err, size_t errlen);
-/* Load: TRANCHE_SLICE_CONFIG or the default path; environment limits only if no file. */
+/* Load the config at the fixed path (the test variant alone may take TRANCHE_SLICE_CONFIG). */
 int tr_config_load(tr_config_t *cfg, char *err, size_t errlen);
+/* The region folder: the fixed path (the test variant alone may take TRANCHE_REGION_DIR). */
+const char *tr_region_dir(void);
 
 #endif

@@ -64,9 +64,7 @@ static void do_init(void) {
     if (tr_config_load(&tr_cfg, err, sizeof err) != 0) {
         snprintf(init_err, sizeof init_err, "slice config: %s", err);
     } else {
-        const char *dir = getenv("TRANCHE_REGION_DIR");
-        if (!dir || !*dir) dir = TR_DEFAULT_REGION_DIR;
-        if (tr_region_open(dir, &tr_cfg, err, sizeof err) != 0)
+        if (tr_region_open(tr_region_dir(), &tr_cfg, err, sizeof err) != 0)
             snprintf(init_err, sizeof init_err, "shared region: %s", err);
         else
             init_ok = 1;
@@ -96,8 +94,7 @@ uint64_t tr_now_ns(void) {
 
 int tr_dev_index_by_uuid(const char *uuid) {
     for (int i = 0; i < tr_cfg.device_count; i++) {
-        if (strcmp(tr_cfg.devices[i].uuid, "*") == 0 || strcmp(tr_cfg.devices[i].uuid, uuid) == 0)
-            return i;
+        if (strcmp(tr_cfg.devices[i].uuid, uuid) == 0) return i;
     }
     return -1;
 }

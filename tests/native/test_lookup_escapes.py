@@ -1,0 +1,70 @@
+"""Ways around the interposed dlsym to the real driver are closed (issue #13, item 2).
+
+At b6aafaa each of these handed out the driver's own cuMemAlloc_v2 and a 1 GiB allocation
+went through on a 512 MiB slice: glibc's dlsym fetched with dlvsym (or from libc's handle), a
+shim opened with RTLD_DEEPBIND, and cuGetProcAddress asked for a suffixed name. What cannot
+be closed in the core (a static binary, the driver's ioctls) meets the NVML backstop:
+tests/integration/agents/test_backstop.py.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.native.conftest import NATIVE, Build, GpuBox, MiB
+
+CUDA_ERROR_OUT_OF_MEMORY = 2
+CUDA_ERROR_NOT_FOUND = 500
+WAYS = [
+    "dlvsym-2.34",
+    "dlvsym-2.2.5",
+    "libc-dlsym",
+    "dlvsym-driver",
+    "getproc-suffixed",
+    "deepbind-direct",
+    "deepbind-dlsym",
+]
+
+
+def _hooks() -> list[tuple[str, str]]:
+    text = (NATIVE / "src" / "hooks.def").read_text()
+    return re.findall(r"^HOOK\(\w+, (\w+), (\w+)\)", text, re.MULTILINE)
+
+
+@pytest.mark.parametrize("way", WAYS)
+def test_every_way_to_the_driver_meets_the_cap(any_box: GpuBox, way: str) -> None:
+    if way.startswith("deepbind") and any_box.build.name == "sanitized":
+        pytest.skip("ASan's own dlopen interceptor refuses RTLD_DEEPBIND before the core")
+    c = any_box.container("c", [(0, 512 * MiB, 100)])
+    shim = str(any_box.build.prog("libdeepshim.so"))
+    proc = any_box.run(c, "lookups", "alloc", way, shim)
+    assert f"way={way} in_core=1 alloc={CUDA_ERROR_OUT_OF_MEMORY}" in proc.stdout, (
+        proc.stdout + proc.stderr
+    )
+
+
+def test_suffixed_names_from_cu_get_proc_address_are_the_hooks(any_box: GpuBox) -> None:
+    suffixed = sorted({name for name, base in _hooks() if name != base and name[:2] == "cu"})
+    assert len(suffixed) >= 14  # cuMemAlloc_v2 and the 13 others the attack run named
+    c = any_box.container("c", [(0, 512 * MiB, 100)])
+    proc = any_box.run(c, "lookups", "suffixed", *suffixed, "cuMemAlloc_v3")
+    lines = dict(re.findall(r"^name=(\w+) (.*)$", proc.stdout, re.MULTILINE))
+    assert set(lines) == {*suffixed, "cuMemAlloc_v3"}, proc.stdout + proc.stderr
+    for name in suffixed:
+        assert lines[name] == "v1=0 v1_in_core=1 v2=0 v2_in_core=1", name
+    # A variant of a hooked entry point that no hook covers stays refused, suffixed or not.
+    assert lines["cuMemAlloc_v3"] == (
+        f"v1={CUDA_ERROR_NOT_FOUND} v1_in_core=0 v2={CUDA_ERROR_NOT_FOUND} v2_in_core=0"
+    )
+
+
+def test_the_interposers_are_exported(any_build: Build) -> None:
+    import subprocess
+
+    out = subprocess.run(
+        ["nm", "-D", "--defined-only", str(any_build.lib)], capture_output=True, text=True
+    ).stdout
+    exported = {line.split()[-1] for line in out.splitlines()}
+    assert {"dlsym", "dlvsym", "dlopen"} <= exported

@@ -5,9 +5,10 @@ sides. The node agent reads regions to report memory used against the limit, rej
 allocations, compute time used against the target and time spent throttled, and calls
 ``reclaim_dead`` to give back the memory of processes that died without freeing it.
 
-A slot's process is alive while it holds a POSIX lock on byte ``LOCK_BASE + slot`` of the
-region file; the kernel drops the lock when the process dies, even on SIGKILL, and the test
-works across PID namespaces.
+A slot's process is alive while it holds a lock on byte ``LOCK_BASE + slot`` of the region
+file (an open-file-description lock: no close() of another descriptor in that process drops
+it); the kernel drops the lock when the process dies, even on SIGKILL, and the test works
+across PID namespaces. OFD and POSIX locks conflict, so the POSIX F_GETLK/lockf here see it.
 """
 
 from __future__ import annotations

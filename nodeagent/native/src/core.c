@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "tranche.h"
 
@@ -75,6 +76,19 @@ static void do_init(void) {
         /* Once per process, never on a hot path: the tenant must learn why there is no GPU. */
         fprintf(stderr, "tranche: GPU access refused (%s); no GPU is available to this "
                         "process. Contact the platform operator.\n", init_err);
+    }
+}
+
+void tr_refuse_after_fork(const char *why) {
+    /* Runs in the atfork child handler: no stdio, no locks. */
+    atomic_store(&init_ok, 0);
+    size_t n = 0;
+    const char *parts[] = {"tranche: GPU access refused in this forked process (", why,
+                           "); no GPU is available to it. Contact the platform operator.\n"};
+    for (int p = 0; p < 3; p++)
+        for (const char *c = parts[p]; *c && n + 1 < sizeof init_err; c++) init_err[n++] = *c;
+    init_err[n] = '\0';
+    if (write(2, init_err, n) < 0) { /* stderr closed: the refusal itself still holds */
     }
 }
 

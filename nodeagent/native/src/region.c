@@ -21,16 +21,21 @@
 static tr_region_t *g_region;
 static int g_fd = -1;
 static int g_slot = -1;
+static char g_path[4096]; /* region.bin, reopened by a forked child for a lock of its own */
 /* Limits come from the read-only config, never from the tenant-writable region. */
 static uint64_t g_limit[TR_MAX_DEVICES];
 
 tr_region_t *tr_region(void) { return g_region; }
 int tr_region_slot(void) { return g_slot; }
 
-static int lock_byte(int fd, int slot, int cmd, short type) {
+/* Open-file-description locks: they belong to our descriptor's open file, so a close() of
+ * another descriptor of region.bin elsewhere in the process (which drops every POSIX record
+ * lock the process holds on the file) leaves them in place. They still go when the process
+ * dies, conflict with the agent's POSIX locks, and are seen by F_GETLK. */
+static int lock_byte(int fd, int slot, short type) {
     struct flock fl = {.l_type = type, .l_whence = SEEK_SET,
-                       .l_start = TR_LOCK_BASE + slot, .l_len = 1};
-    return fcntl(fd, cmd, &fl);
+                       .l_start = TR_LOCK_BASE + slot, .l_len = 1, .l_pid = 0};
+    return fcntl(fd, F_OFD_SETLK, &fl);
 }
 
 static uint64_t proc_start_time(void) {
@@ -72,16 +77,16 @@ uint64_t tr_region_reclaim_dead(void) {
         tr_slot_t *s = &g_region->slots[i];
         if (atomic_load(&s->pid) == 0) continue;
         /* Taking the lock proves the owner is dead and keeps other reclaimers out. */
-        if (lock_byte(g_fd, i, F_SETLK, F_WRLCK) != 0) continue;
+        if (lock_byte(g_fd, i, F_WRLCK) != 0) continue;
         if (atomic_load(&s->pid) != 0) total += scrub_slot(s);
-        lock_byte(g_fd, i, F_SETLK, F_UNLCK);
+        lock_byte(g_fd, i, F_UNLCK);
     }
     return total;
 }
 
 static int claim_slot(char *err, size_t errlen) {
     for (int i = 0; i < TR_MAX_SLOTS; i++) {
-        if (lock_byte(g_fd, i, F_SETLK, F_WRLCK) != 0) continue; /* a live process has it */
+        if (lock_byte(g_fd, i, F_WRLCK) != 0) continue; /* a live process has it */
         tr_slot_t *s = &g_region->slots[i];
         if (atomic_load(&s->pid) != 0) scrub_slot(s); /* left by a dead process */
         s->start_time = proc_start_time();
@@ -90,7 +95,8 @@ static int claim_slot(char *err, size_t errlen) {
         g_slot = i;
         return 0;
     }
-    snprintf(err, errlen, "all %d process slots of the region are in use", TR_MAX_SLOTS);
+    snprintf(err, errlen, "all %d process slots of the container's region are in use: at most "
+             "%d processes of one container may use the GPU at once", TR_MAX_SLOTS, TR_MAX_SLOTS);
     return -1;
 }
 
@@ -198,6 +204,7 @@ int tr_region_open(const char *dir, const tr_config_t *cfg, char *err, size_t er
     }
     g_region = m;
     g_fd = fd;
+    snprintf(g_path, sizeof g_path, "%s", path);
     for (int i = 0; i < cfg->device_count; i++) {
         g_limit[i] = cfg->devices[i].memory_bytes;
         g_region->devices[i].mem_limit = g_limit[i];
@@ -236,9 +243,20 @@ void tr_mem_release(int dev, uint64_t size) {
 }
 
 void tr_region_after_fork(void) {
-    /* The child has the mapping but not the parent's slot lock: take a slot of its own. */
+    /* The child has the mapping but not the parent's slot: it takes one of its own, through a
+     * descriptor of its own (the inherited one shares the parent's open file description, so
+     * its locks would be the parent's: the parent's slot would look like the child's, and stay
+     * locked after the parent died). Never a shared slot: with none free, the child has no GPU.
+     * Only async-signal-safe calls here. */
     if (!g_region) return;
-    char err[128];
+    char err[160];
+    int fd = open(g_path, O_RDWR | O_CLOEXEC);
     g_slot = -1;
-    if (claim_slot(err, sizeof err) != 0) g_slot = 0;
+    if (fd < 0) {
+        tr_refuse_after_fork("cannot reopen the shared region in a forked child");
+        return;
+    }
+    close(g_fd);
+    g_fd = fd;
+    if (claim_slot(err, sizeof err) != 0) tr_refuse_after_fork(err);
 }

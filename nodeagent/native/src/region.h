@@ -5,9 +5,11 @@
  * killed mid-update can never leave a lock held. nodeagent/region.py mirrors this layout and
  * tests/native/test_region_layout.py pins the offsets on both sides.
  *
- * Liveness of a process slot is a POSIX byte-range lock on the region file at
- * TR_LOCK_BASE + slot: the kernel drops it when the process dies (even on SIGKILL), it is
- * visible across PID namespaces (node agent on the host), and it is not inherited by fork().
+ * Liveness of a process slot is an open-file-description (OFD) byte-range lock on the region
+ * file at TR_LOCK_BASE + slot: the kernel drops it when the process dies (even on SIGKILL), it
+ * is visible across PID namespaces (node agent on the host) and conflicts with POSIX locks, and
+ * no close() of another descriptor of the file drops it. A forked child reopens the file and
+ * takes a slot of its own.
  */
 #ifndef TRANCHE_REGION_H
 #define TRANCHE_REGION_H
@@ -81,5 +83,7 @@ uint64_t tr_region_reclaim_dead(void);
 int tr_mem_reserve(int dev, uint64_t size);
 void tr_mem_release(int dev, uint64_t size);
 void tr_region_after_fork(void);
+/* core.c: in a forked child that cannot account (no free slot): no GPU from now on. */
+void tr_refuse_after_fork(const char *why);
 
 #endif

@@ -464,6 +464,10 @@ SIM_API CUresult cuMipmappedArrayCreate(CUmipmappedArray *h, const CUDA_ARRAY3D_
     CUresult r = sim_check_ctx();
     if (r != CUDA_SUCCESS) return r;
     if (!d || levels == 0) return CUDA_ERROR_INVALID_VALUE;
+    /* Like the driver: no more levels than 1 + log2 of the largest dimension. */
+    size_t big = d->Width > d->Height ? d->Width : d->Height, most = 1;
+    for (big = d->Depth > big ? d->Depth : big; big >>= 1;) most++;
+    if (levels > most) return CUDA_ERROR_INVALID_VALUE;
     uint64_t bytes = arr_bytes(d->Width, d->Height, d->Depth, d->NumChannels, d->Format, levels);
     struct CUmipmappedArray_st *m = calloc(1, sizeof *m);
     if (!m) return CUDA_ERROR_OUT_OF_MEMORY;

@@ -319,12 +319,31 @@ static uint64_t format_bytes(CUarray_format f) {
     }
 }
 
+/* Levels an array of this extent can have: 1 + log2 of its largest dimension (the driver
+ * refuses more). At most 64, so no loop over a caller's level count can spin. */
+static unsigned max_levels(size_t w, size_t h, size_t d) {
+    size_t m = w > h ? w : h;
+    if (d > m) m = d;
+    unsigned n = 1;
+    while (m >>= 1) n++;
+    return n;
+}
+
+/* Saturating: a size past 64 bits can never fit a slice, so it must not wrap to a small one. */
+static uint64_t mul_sat(uint64_t a, uint64_t b) {
+    uint64_t r;
+    return __builtin_mul_overflow(a, b, &r) ? UINT64_MAX : r;
+}
+
 static uint64_t array_bytes(size_t w, size_t h, size_t d, unsigned ch, CUarray_format f,
                             unsigned levels) {
     uint64_t total = 0;
-    for (unsigned l = 0; l < (levels ? levels : 1); l++) {
+    unsigned n = levels ? levels : 1, cap = max_levels(w, h, d);
+    for (unsigned l = 0; l < (n < cap ? n : cap); l++) {
         uint64_t lw = w >> l ? w >> l : 1, lh = h >> l ? h >> l : 1, ld = d >> l ? d >> l : 1;
-        total += lw * (h ? lh : 1) * (d ? ld : 1) * ch * format_bytes(f);
+        uint64_t level = mul_sat(mul_sat(mul_sat(mul_sat(lw, h ? lh : 1), d ? ld : 1), ch),
+                                 format_bytes(f));
+        total = __builtin_add_overflow(total, level, &total) ? UINT64_MAX : total;
     }
     return total;
 }
@@ -387,6 +406,9 @@ TR_EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle,
                                           unsigned int numMipmapLevels) {
     MEM_ENTER(cuMipmappedArrayCreate, pHandle, desc, numMipmapLevels);
     if (!desc) return REAL_FN(cuMipmappedArrayCreate)(pHandle, desc, numMipmapLevels);
+    /* More levels than the extent allows: what the driver answers, without a loop to 2^32. */
+    if (numMipmapLevels > max_levels(desc->Width, desc->Height, desc->Depth))
+        return CUDA_ERROR_INVALID_VALUE;
     uint64_t bytes = array_bytes(desc->Width, desc->Height, desc->Depth, desc->NumChannels,
                                  desc->Format, numMipmapLevels);
     int dev;

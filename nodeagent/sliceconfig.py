@@ -10,7 +10,13 @@ missing or malformed, so an agent bug can never mean "unlimited"). The format is
     device.0.memory_bytes = 8589934592
     device.0.compute_percent = 50
 
-Parsing here is exactly as strict as the C reader (nodeagent/native/src/config.c).
+One grammar on both sides (this parser and the C reader, nodeagent/native/src/config.c; the
+same case table, tests/native/sliceconfig_cases.json, runs through both): only printable
+ASCII, tab and newline; blank and '#' lines skipped; `key = value` with spaces/tabs around
+both; `version` exactly "1"; `claim` 1..63 chars without '='; `device.N.uuid` ("GPU-…",
+≤ 47 chars, unique), `device.N.memory_bytes` (1..2^64-1), `device.N.compute_percent`
+(1..100), N in 0..15 without sign or leading zero, contiguous from 0. Anything else refuses
+the whole file.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from __future__ import annotations
 import os
 import re
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,8 +34,11 @@ MAX_DEVICES = 16
 UUID_MAX = 47
 CLAIM_MAX = 63
 
-_DEVICE_KEY = re.compile(r"^device\.(\d+)\.(uuid|memory_bytes|compute_percent)$")
-_INT = re.compile(r"^[0-9]+$")
+U64_MAX = (1 << 64) - 1
+_DEVICE_KEY = re.compile(r"^device\.(0|[1-9][0-9]*)\.(uuid|memory_bytes|compute_percent)\Z")
+_INT = re.compile(r"^[0-9]+\Z")
+_ALLOWED = re.compile(r"^[\t\x20-\x7e]*\Z")
+_BLANK = " \t"
 
 
 class SliceConfigError(ValueError):
@@ -46,8 +56,10 @@ class DeviceSlice:
     def __post_init__(self) -> None:
         if not self.uuid.startswith("GPU-") or len(self.uuid) > UUID_MAX or "\n" in self.uuid:
             raise SliceConfigError(f"device uuid {self.uuid!r} must look like GPU-… (≤47 chars)")
-        if not isinstance(self.memory_bytes, int) or self.memory_bytes <= 0:
-            raise SliceConfigError(f"memory_bytes must be a positive integer: {self.memory_bytes}")
+        if not isinstance(self.memory_bytes, int) or not 0 < self.memory_bytes <= U64_MAX:
+            raise SliceConfigError(
+                f"memory_bytes must be an integer 1..2^64-1: {self.memory_bytes}"
+            )
         if not isinstance(self.compute_percent, int) or not 1 <= self.compute_percent <= 100:
             raise SliceConfigError(f"compute_percent must be 1..100: {self.compute_percent}")
 
@@ -99,30 +111,41 @@ def _add_device_field(
     entry[name] = value
 
 
+def _key_values(text: str, source: str) -> Iterator[tuple[int, str, str]]:
+    """(line number, key, value) of each line that is not blank or a comment."""
+    for lineno, raw in enumerate(text.split("\n"), 1):
+        if not _ALLOWED.match(raw):
+            raise SliceConfigError(f"{source}:{lineno}: only printable ASCII and tabs are allowed")
+        line = raw.strip(_BLANK)
+        if not line or line.startswith("#"):
+            continue
+        key, sep, value = (part.strip(_BLANK) for part in line.partition("="))
+        if not sep:
+            raise SliceConfigError(f"{source}:{lineno}: expected key = value")
+        yield lineno, key, value
+
+
 def parse(text: str, source: str = "<slice config>") -> SliceConfig:
     """Parse and validate file text; raises SliceConfigError naming the line at fault."""
     version: int | None = None
     claim: str | None = None
     fields: dict[int, dict[str, str]] = {}
-    for lineno, raw in enumerate(text.splitlines(), 1):
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        key, sep, value = (part.strip() for part in line.partition("="))
-        if not sep:
-            raise SliceConfigError(f"{source}:{lineno}: expected key = value")
+    for lineno, key, value in _key_values(text, source):
+        where = f"{source}:{lineno}"
         if key == "version":
             if version is not None or value != "1":
-                raise SliceConfigError(f"{source}:{lineno}: version must appear once and be 1")
+                raise SliceConfigError(f"{where}: version must appear once and be 1")
             version = 1
         elif key == "claim":
-            if claim is not None:
-                raise SliceConfigError(f"{source}:{lineno}: claim repeated")
+            if claim is not None or not 0 < len(value) <= CLAIM_MAX or "=" in value:
+                raise SliceConfigError(
+                    f"{where}: claim must appear once, 1..{CLAIM_MAX} chars without '='"
+                )
             claim = value
         elif m := _DEVICE_KEY.match(key):
-            _add_device_field(fields, m, value, f"{source}:{lineno}")
+            _add_device_field(fields, m, value, where)
         else:
-            raise SliceConfigError(f"{source}:{lineno}: unknown key {key!r}")
+            raise SliceConfigError(f"{where}: unknown key {key!r}")
     if version is None or claim is None or not fields:
         raise SliceConfigError(f"{source}: needs version, claim and at least one device")
     devices = []
@@ -140,7 +163,12 @@ def parse(text: str, source: str = "<slice config>") -> SliceConfig:
 
 def read(path: str | os.PathLike[str]) -> SliceConfig:
     """Read and validate the file at path."""
-    return parse(Path(path).read_text(encoding="utf-8"), source=str(path))
+    data = Path(path).read_bytes()
+    try:
+        text = data.decode("ascii")
+    except UnicodeDecodeError as e:
+        raise SliceConfigError(f"{path}: only printable ASCII and tabs are allowed") from e
+    return parse(text, source=str(path))
 
 
 def write(path: str | os.PathLike[str], config: SliceConfig) -> None:

@@ -10,6 +10,7 @@ tests/integration/agents/test_backstop.py.
 from __future__ import annotations
 
 import re
+import subprocess
 
 import pytest
 
@@ -61,10 +62,11 @@ def test_suffixed_names_from_cu_get_proc_address_are_the_hooks(any_box: GpuBox) 
 
 
 def test_the_interposers_are_exported(any_build: Build) -> None:
-    import subprocess
-
     out = subprocess.run(
-        ["nm", "-D", "--defined-only", str(any_build.lib)], capture_output=True, text=True
+        ["nm", "-D", "--defined-only", str(any_build.lib)],
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
     exported = {line.split()[-1] for line in out.splitlines()}
     assert {"dlsym", "dlvsym", "dlopen"} <= exported

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
+import os
 import stat
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from nodeagent import sliceconfig as sc
+from tests.native.conftest import Build
 
 GOOD = sc.SliceConfig(
     claim="team-a/claim-7",
@@ -53,3 +57,56 @@ def test_invalid_values_are_refused_at_construction() -> None:
         sc.DeviceSlice("gpu-1", 1, 10)
     with pytest.raises(sc.SliceConfigError, match="only once"):
         sc.SliceConfig("x", (sc.DeviceSlice("GPU-1", 1, 1), sc.DeviceSlice("GPU-1", 1, 1)))
+
+
+CASES = json.loads((Path(__file__).parent / "sliceconfig_cases.json").read_text())["cases"]
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "slice.conf"
+    path.write_bytes(text.encode("utf-8"))
+    return path
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
+def test_python_parser_follows_the_shared_grammar(tmp_path: Path, case: dict) -> None:
+    path = _write(tmp_path, case["text"])
+    if case["valid"]:
+        sc.read(path)
+    else:
+        with pytest.raises(sc.SliceConfigError):
+            sc.read(path)
+
+
+def test_c_parser_follows_the_shared_grammar(tmp_path: Path, any_build: Build) -> None:
+    """The core's reader (src/config.c, built alone as configcheck) on the same cases: one
+    grammar on both sides, and the C side reads exactly the values the Python side does."""
+    wrong = []
+    for i, case in enumerate(CASES):
+        (tmp_path / str(i)).mkdir()
+        path = _write(tmp_path / str(i), case["text"])
+        proc = subprocess.run(
+            [str(any_build.prog("configcheck")), str(path)],
+            capture_output=True,
+            text=True,
+            env={
+                **os.environ,
+                **any_build.extra_env,
+                "LD_PRELOAD": " ".join(any_build.preload_prefix),
+            },
+            check=False,
+        )
+        accepted = proc.returncode == 0 and proc.stdout.startswith("ok ")
+        if proc.returncode not in (0, 1):
+            wrong.append(f"{case['name']}: configcheck crashed: {proc.stdout}{proc.stderr}")
+        elif accepted != case["valid"]:
+            wrong.append(f"{case['name']}: C {'accepts' if accepted else 'refuses'}: {proc.stdout}")
+        elif accepted:
+            py = sc.read(path)
+            want = [f"ok claim={py.claim} devices={len(py.devices)}"] + [
+                f"device {j} {d.uuid} {d.memory_bytes} {d.compute_percent}"
+                for j, d in enumerate(py.devices)
+            ]
+            if proc.stdout.splitlines() != want:
+                wrong.append(f"{case['name']}: C read {proc.stdout!r}, Python {want!r}")
+    assert not wrong, "\n".join(wrong)

@@ -18,7 +18,6 @@ stopped; one outside every pod (the host's) is left alone."""
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
 import os
 import shutil
@@ -49,27 +48,9 @@ pytestmark = pytest.mark.skipif(
 
 
 @pytest.fixture(scope="module")
-def sim(tmp_path_factory):
-    """simgpu for this process (NVML, read by the collector) and the workloads. simgpu reads
-    SIMGPU_CONFIG/STATE once per process, so the module shares one state file."""
-    tmp = tmp_path_factory.mktemp("simgpu")
-    gpu = v100(1)
-    conf = tmp / "simgpu.conf"
-    conf.write_text(
-        f'device name="{gpu.name}" memory_mib=32768 context_mib=16 uuid={v100(0).uuid}\n'
-        f'device name="{gpu.name}" memory_mib=32768 context_mib=16 uuid={gpu.uuid}\n'
-    )
-    env = {"SIMGPU_CONFIG": str(conf), "SIMGPU_STATE": str(tmp / "simgpu.state")}
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    # As the agent does in simulation mode: pynvml's "libnvidia-ml.so.1" resolves to simgpu's.
-    ctypes.CDLL(str(BUILD / "simgpu" / "libnvidia-ml.so.1"), mode=ctypes.RTLD_GLOBAL)
-    yield {**env, "LD_LIBRARY_PATH": str(BUILD / "simgpu")}
-    for k, v in saved.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
+def sim(sim_nvml):
+    """simgpu for this process and the workloads (tests/integration/agents/conftest.py)."""
+    return sim_nvml
 
 
 class Workload:

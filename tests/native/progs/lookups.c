@@ -7,12 +7,21 @@
  *          getproc-suffixed           cuGetProcAddress_v2("cuMemAlloc_v2")
  *          deepbind-direct deepbind-dlsym   a shim opened with RTLD_DEEPBIND (SHIM: its path)
  *   lookups suffixed NAME...  cuGetProcAddress and cuGetProcAddress_v2 of each (suffixed) name
+ *   lookups escape HOW BYTES SHIM   what the core cannot stop, for the NVML backstop's tests:
+ *     HOW: dlmopen   SHIM loaded into a new link-map namespace allocates BYTES with its own
+ *                    copy of the driver
+ *          elfwalk   the driver's cuMemAlloc_v2 found by reading libcuda's symbol table
+ *                    (what a program issuing the driver's ioctls itself amounts to)
+ *     prints "held <BYTES>" once allocated, then waits for stdin to close
  * Prints "way=<WAY> in_core=<0|1> alloc=<CUresult>" (in_core: the pointer lies in the core),
  * or per NAME "name=<NAME> v1=<CUresult> v1_in_core=<0|1> v2=<CUresult> v2_in_core=<0|1>".
  */
 #include "common.h"
 
 #include <dlfcn.h>
+#include <elf.h>
+#include <link.h>
+#include <unistd.h>
 
 typedef void *(*dlsym_fn)(void *, const char *);
 typedef CUresult (*alloc_fn)(CUdeviceptr *, size_t);
@@ -55,7 +64,90 @@ static void *obtain(const char *way, const char *shim) {
     return NULL;
 }
 
+/* cuMemAlloc_v2 from libcuda's dynamic symbol table, without asking the dynamic linker. */
+static int find_in_libcuda(struct dl_phdr_info *info, size_t size, void *out) {
+    (void)size;
+    if (!strstr(info->dlpi_name, "libcuda")) return 0;
+    const ElfW(Sym) *symtab = NULL;
+    const char *strtab = NULL;
+    const uint32_t *hash = NULL;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        if (info->dlpi_phdr[i].p_type != PT_DYNAMIC) continue;
+        const ElfW(Dyn) *d = (const ElfW(Dyn) *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
+        for (; d->d_tag != DT_NULL; d++) {
+            uintptr_t p = d->d_un.d_ptr < info->dlpi_addr ? d->d_un.d_ptr + info->dlpi_addr
+                                                          : d->d_un.d_ptr;
+            if (d->d_tag == DT_SYMTAB) symtab = (const ElfW(Sym) *)p;
+            if (d->d_tag == DT_STRTAB) strtab = (const char *)p;
+            if (d->d_tag == DT_GNU_HASH) hash = (const uint32_t *)p;
+        }
+    }
+    if (!symtab || !strtab || !hash) return 0;
+    /* Symbols up to the last one in the GNU hash chains. */
+    uint32_t nb = hash[0], off = hash[1], bloom = hash[2], last = 0;
+    const uint32_t *buckets = hash + 4 + bloom * (sizeof(ElfW(Addr)) / 4), *chain = buckets + nb;
+    for (uint32_t b = 0; b < nb; b++)
+        if (buckets[b] > last) last = buckets[b];
+    while (last >= off && !(chain[last - off] & 1)) last++;
+    for (uint32_t i = 0; i <= last; i++) {
+        if (symtab[i].st_value && !strcmp(strtab + symtab[i].st_name, "cuMemAlloc_v2")) {
+            *(void **)out = (void *)(info->dlpi_addr + symtab[i].st_value);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* The device NVIDIA_VISIBLE_DEVICES names (the simulated node shows every GPU), else 0. */
+static int visible_ordinal(void) {
+    const char *want = getenv("NVIDIA_VISIBLE_DEVICES");
+    int n = 0;
+    if (!want || cuInit(0) != CUDA_SUCCESS || cuDeviceGetCount(&n) != CUDA_SUCCESS) return 0;
+    for (int i = 0; i < n; i++) {
+        CUuuid u;
+        char s[64];
+        const unsigned char *b = (const unsigned char *)u.bytes;
+        if (cuDeviceGetUuid(&u, i) != CUDA_SUCCESS) continue;
+        snprintf(s, sizeof s,
+                 "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
+                 b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
+                 b[14], b[15]);
+        if (!strncmp(want, s, strlen(s))) return i;
+    }
+    return 0;
+}
+
+static int escape(const char *how, unsigned long long bytes, const char *shim) {
+    CUdevice dev;
+    int ordinal = visible_ordinal();
+    CHECK(open_device(ordinal, &dev)); /* through the core: a slot, a charged context */
+    int r = -1;
+    if (!strcmp(how, "dlmopen")) {
+        void *h = dlmopen(LM_ID_NEWLM, shim, RTLD_NOW);
+        int (*alloc)(unsigned long long, int) =
+            h ? (int (*)(unsigned long long, int))dlsym(h, "shim_alloc") : NULL;
+        r = alloc ? alloc(bytes, ordinal) : -2;
+    } else if (!strcmp(how, "elfwalk")) {
+        alloc_fn f = NULL;
+        dl_iterate_phdr(find_in_libcuda, &f);
+        CUdeviceptr p;
+        r = f && !in_core((void *)f) ? (int)f(&p, bytes) : -2;
+    }
+    if (r != 0) {
+        printf("FAIL escape %s = %d\n", how, r);
+        return 1;
+    }
+    printf("held %llu\n", bytes);
+    fflush(stdout);
+    char buf[16];
+    while (read(0, buf, sizeof buf) > 0) {
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    if (argc == 5 && !strcmp(argv[1], "escape"))
+        return escape(argv[2], strtoull(argv[3], NULL, 10), argv[4]);
     if (argc >= 3 && !strcmp(argv[1], "alloc")) {
         CUdevice dev;
         CHECK(open_device(0, &dev));

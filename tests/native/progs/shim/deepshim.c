@@ -14,3 +14,16 @@ __attribute__((visibility("default"))) void *shim_dlsym(void) {
     void *h = dlopen("libcuda.so.1", RTLD_NOW);
     return h ? dlsym(h, "cuMemAlloc_v2") : NULL;
 }
+
+/* Loaded with dlmopen(LM_ID_NEWLM) by `lookups escape dlmopen`: a link-map namespace of its
+ * own, with its own copy of the driver and no core. Allocates bytes on device ordinal there;
+ * 0 on success. */
+__attribute__((visibility("default"))) int shim_alloc(unsigned long long bytes, int ordinal) {
+    CUdevice dev;
+    CUcontext ctx;
+    CUdeviceptr p;
+    if (cuInit(0) || cuDeviceGet(&dev, ordinal) || cuDevicePrimaryCtxRetain(&ctx, dev) ||
+        cuCtxSetCurrent(ctx))
+        return -1;
+    return (int)cuMemAlloc_v2(&p, bytes);
+}

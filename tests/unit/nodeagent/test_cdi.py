@@ -12,7 +12,7 @@ import pytest
 from referencing import Registry
 from referencing.jsonschema import DRAFT7
 
-from nodeagent import cdi
+from nodeagent import agent, cdi
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "cdi"
 FILES = cdi.ClaimFiles(
@@ -73,3 +73,20 @@ def test_simulated_gpu_has_no_device_nodes():
     spec = cdi.render_cdi_spec("u1", [cdi.CdiDevice("u1-gpu-0", "GPU-0", None)], FILES)
     assert "deviceNodes" not in spec["containerEdits"]
     assert "deviceNodes" not in spec["devices"][0]["containerEdits"]
+
+
+def test_the_core_finds_its_files_where_the_spec_mounts_them_and_nothing_in_the_env():
+    """The shipped core reads the config and region only at fixed paths (no environment
+    override, issue #13 item 1): the spec must mount them exactly there, and the library it
+    mounts is the shipped one, never the test variant."""
+    header = (Path(__file__).parents[3] / "nodeagent/native/src/config.h").read_text()
+    fixed = dict(re.findall(r'#define (TR_DEFAULT_\w+) "([^"]+)"', header))
+    assert fixed == {
+        "TR_DEFAULT_CONFIG": cdi.CONFIG_IN_CONTAINER,
+        "TR_DEFAULT_REGION_DIR": cdi.REGION_IN_CONTAINER,
+    }
+    spec = cdi.render_cdi_spec("u1", [cdi.CdiDevice("u1-gpu-2", "GPU-2", 2)], FILES)
+    env = spec["containerEdits"]["env"]
+    assert not [e for e in env if e.split("=")[0] in {"TRANCHE_SLICE_CONFIG", "TRANCHE_REGION_DIR"}]
+    assert cdi.CORE_IN_CONTAINER.endswith("/libtranche.so")
+    assert agent.CORE_LIB.name == "libtranche.so"

@@ -2,9 +2,10 @@
 
 At b6aafaa each of these handed out the driver's own cuMemAlloc_v2 and a 1 GiB allocation
 went through on a 512 MiB slice: glibc's dlsym fetched with dlvsym (or from libc's handle), a
-shim opened with RTLD_DEEPBIND, and cuGetProcAddress asked for a suffixed name. What cannot
-be closed in the core (a static binary, the driver's ioctls) meets the NVML backstop:
-tests/integration/agents/test_backstop.py.
+shim opened with RTLD_DEEPBIND, a shim loaded with dlmopen into a new link-map namespace,
+and cuGetProcAddress asked for a suffixed name. What cannot be closed in the core (a static
+binary, the driver's ioctls) meets the NVML backstop:
+tests/integration/agents/test_backstop_escapes.py.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import subprocess
 
 import pytest
 
+from nodeagent import region
 from tests.native.conftest import NATIVE, Build, GpuBox, MiB
 
 CUDA_ERROR_OUT_OF_MEMORY = 2
@@ -61,6 +63,29 @@ def test_suffixed_names_from_cu_get_proc_address_are_the_hooks(any_box: GpuBox) 
     )
 
 
+def test_a_library_in_a_new_link_map_namespace_meets_the_core(any_box: GpuBox) -> None:
+    """dlmopen(LM_ID_NEWLM) gives a library its own copy of the driver; the core loads itself
+    into that namespace first, so the copy is hooked and accounts in the same region."""
+    if any_box.build.name == "sanitized":
+        pytest.skip("an ASan-instrumented core cannot load into a second namespace (ASan must "
+                    "come first in every one); the shipped core is not instrumented")  # fmt: skip
+    c = any_box.container("c", [(0, 512 * MiB, 100)])
+    shim = str(any_box.build.prog("libdeepshim.so"))
+    over = any_box.run(c, "lookups", "escape", "dlmopen", str(1 << 30), shim)
+    assert f"FAIL escape dlmopen = {CUDA_ERROR_OUT_OF_MEMORY}" in over.stdout, (
+        over.stdout + over.stderr
+    )
+    holder = any_box.start(c, "lookups", "escape", "dlmopen", str(256 * MiB), shim)
+    try:
+        line = holder.stdout.readline()
+        assert line.startswith("held"), line + holder.stderr.read()
+        snap = region.read_region(c.region_dir)
+        assert snap.devices[0].memory_used >= 256 * MiB  # charged by the namespace's core
+        assert len([s for s in snap.live_slots if s.pid == holder.pid]) == 2
+    finally:
+        holder.communicate(timeout=30)
+
+
 def test_the_interposers_are_exported(any_build: Build) -> None:
     out = subprocess.run(
         ["nm", "-D", "--defined-only", str(any_build.lib)],
@@ -69,4 +94,4 @@ def test_the_interposers_are_exported(any_build: Build) -> None:
         check=True,
     ).stdout
     exported = {line.split()[-1] for line in out.splitlines()}
-    assert {"dlsym", "dlvsym", "dlopen"} <= exported
+    assert {"dlsym", "dlvsym", "dlopen", "dlmopen"} <= exported

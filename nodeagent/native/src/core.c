@@ -42,8 +42,16 @@ static pthread_once_t resolve_once = PTHREAD_ONCE_INIT;
 
 static void do_resolve(void) {
     tr_guard++;
-    void *cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
-    void *nvml = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_GLOBAL);
+    /* A copy of the core that dlmopen put into a namespace of its own (src/lookup.c) must not
+     * ask for RTLD_GLOBAL there: glibc crashes adding to a secondary namespace's global scope. */
+    Dl_info info;
+    void *self = NULL;
+    Lmid_t ns = LM_ID_BASE;
+    if (dladdr1((void *)&do_resolve, &info, &self, RTLD_DL_LINKMAP) && self)
+        dlinfo(self, RTLD_DI_LMID, &ns);
+    int mode = RTLD_NOW | (ns == LM_ID_BASE ? RTLD_GLOBAL : 0);
+    void *cuda = dlopen("libcuda.so.1", mode);
+    void *nvml = dlopen("libnvidia-ml.so.1", mode);
     for (int i = 0; i < TR_SYM_COUNT; i++) {
         void *lib = real_is_nvml[i] ? nvml : cuda;
         tr_real[i] = lib ? tr_real_dlsym(lib, real_names[i]) : NULL;

@@ -1,18 +1,20 @@
 /*
  * Symbol lookup: the generated hook table, the dynamic-linker interposers (dlsym, dlvsym,
- * dlopen) and the matching of what cuGetProcAddress returned to our hooks. Built without
+ * dlopen, dlmopen) and the matching of what cuGetProcAddress returned to our hooks. Built without
  * sanitizers and with sibling calls:
  * - dlsym/dlvsym run before a sanitizer runtime has initialised (ASan resolves its
  *   interceptors through them), so nothing they touch may be instrumented;
  * - the calls into glibc's dlsym/dlvsym/dlopen have to be tail calls so that glibc sees the
  *   original caller's return address, which is what RTLD_NEXT and $ORIGIN resolve against.
  *
- * Why three interposers: a program that reaches glibc's own dlsym reaches the real driver.
+ * Why four interposers: a program that reaches glibc's own dlsym reaches the real driver.
  * dlvsym(RTLD_DEFAULT, "dlsym", "GLIBC_2.34") asks for glibc's versioned definition, which our
  * unversioned dlsym does not satisfy, and dlsym(dlopen("libc.so.6"), "dlsym") names glibc's
  * object; both now hand out our interposers. A library opened with RTLD_DEEPBIND binds its own
  * references to its own dependencies (libc's dlsym, libcuda's cuMemAlloc_v2) before the
  * global scope where the core sits, so the flag is dropped: the library binds like any other.
+ * dlmopen(LM_ID_NEWLM) gives a library a namespace of its own, with its own copy of the driver
+ * and no core; the core loads itself there first (see dlmopen below).
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -106,9 +108,11 @@ void *tr_hook_substitute(const char *symbol, void *real) {
 typedef void *(*dlsym_fn)(void *, const char *);
 typedef void *(*dlvsym_fn)(void *, const char *, const char *);
 typedef void *(*dlopen_fn)(const char *, int);
+typedef void *(*dlmopen_fn)(Lmid_t, const char *, int);
 static dlsym_fn real_dlsym;
 static dlvsym_fn real_dlvsym;
 static dlopen_fn real_dlopen;
+static dlmopen_fn real_dlmopen;
 
 static unsigned long gnu_hash(const char *s) {
     unsigned long h = 5381;
@@ -161,9 +165,12 @@ static void find_real_dl(void) {
     dlvsym_fn v = (dlvsym_fn)elf_lookup(libc, "dlvsym");
     dlsym_fn s = (dlsym_fn)elf_lookup(libc, "dlsym");
     dlopen_fn o = (dlopen_fn)elf_lookup(libc, "dlopen");
-    if (!v || !s || !o) die("tranche: libc lacks dlsym/dlvsym/dlopen; refusing to run\n");
+    dlmopen_fn m = (dlmopen_fn)elf_lookup(libc, "dlmopen");
+    if (!v || !s || !o || !m)
+        die("tranche: libc lacks dlsym/dlvsym/dlopen/dlmopen; refusing to run\n");
     real_dlvsym = v;
     real_dlopen = o;
+    real_dlmopen = m;
     __atomic_store_n(&real_dlsym, s, __ATOMIC_RELEASE);
 }
 
@@ -179,6 +186,7 @@ static void *replacement(const char *symbol) {
         if (same(symbol, "dlsym")) return (void *)&dlsym;
         if (same(symbol, "dlvsym")) return (void *)&dlvsym;
         if (same(symbol, "dlopen")) return (void *)&dlopen;
+        if (same(symbol, "dlmopen")) return (void *)&dlmopen;
         return NULL;
     }
     if (!tr_guard && ((symbol[0] == 'c' && symbol[1] == 'u') || symbol[0] == 'n')) {
@@ -210,4 +218,19 @@ TR_EXPORT void *dlvsym(void *restrict handle, const char *restrict symbol,
 TR_EXPORT void *dlopen(const char *file, int mode) {
     if (__builtin_expect(!real_dlsym, 0)) find_real_dl();
     return real_dlopen(file, mode & ~RTLD_DEEPBIND); /* must stay a tail call, see above */
+}
+
+/* A new link-map namespace gets the core first: the first object loaded into a namespace
+ * provides its global scope, so every library opened there afterwards binds the driver's
+ * names (and dlsym) to that copy of the core, which accounts in the same region. If the core
+ * cannot be loaded there, nothing is: dlmopen fails (fail closed). */
+TR_EXPORT void *dlmopen(Lmid_t lmid, const char *file, int mode) {
+    if (__builtin_expect(!real_dlsym, 0)) find_real_dl();
+    if (lmid == LM_ID_NEWLM) {
+        Dl_info self;
+        if (!dladdr((void *)&dlmopen, &self) || !self.dli_fname) return NULL;
+        void *core = real_dlmopen(LM_ID_NEWLM, self.dli_fname, RTLD_NOW | RTLD_LOCAL);
+        if (!core || dlinfo(core, RTLD_DI_LMID, &lmid) != 0) return NULL;
+    }
+    return real_dlmopen(lmid, file, mode & ~RTLD_DEEPBIND); /* a tail call, see above */
 }

@@ -16,7 +16,7 @@ __attribute__((visibility("default"))) void *shim_dlsym(void) {
 }
 
 /* Loaded with dlmopen(LM_ID_NEWLM) by `lookups escape dlmopen`: a link-map namespace of its
- * own, with its own copy of the driver and no core. Allocates bytes on device ordinal there;
+ * own, with its own copy of the driver (and the copy of the core that dlmopen put there). Allocates bytes on device ordinal there;
  * 0 on success. */
 __attribute__((visibility("default"))) int shim_alloc(unsigned long long bytes, int ordinal) {
     CUdevice dev;

@@ -252,11 +252,11 @@ void tr_region_after_fork(void) {
     char err[160];
     int fd = open(g_path, O_RDWR | O_CLOEXEC);
     g_slot = -1;
+    close(g_fd); /* even on failure: holding it would keep the parent's lock past its death */
+    g_fd = fd;
     if (fd < 0) {
         tr_refuse_after_fork("cannot reopen the shared region in a forked child");
         return;
     }
-    close(g_fd);
-    g_fd = fd;
     if (claim_slot(err, sizeof err) != 0) tr_refuse_after_fork(err);
 }

@@ -8,7 +8,10 @@ the books when slot 0's owner died.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
+import signal
 
 from nodeagent import region
 from tests.native.conftest import GpuBox, MiB
@@ -44,3 +47,29 @@ def test_a_process_forked_with_every_slot_taken_gets_no_gpu(any_box: GpuBox) -> 
     # Nothing was charged to a slot the child does not own.
     snap = region.read_region(c.region_dir)
     assert snap.devices[0].memory_used == sum(s.memory_used[0] for s in snap.slots)
+
+
+def test_a_dead_parent_is_reclaimed_while_its_forked_child_lives(any_box: GpuBox) -> None:
+    """The child holds a lock of its own: the parent's slot must not stay locked (and its
+    bytes charged) because the child still shares the parent's descriptor."""
+    c = any_box.container("c", [(0, SLICE, 100)])
+    parent = any_box.start(c, "regiontricks", "forkhold", str(40 * MiB))
+    try:
+        line = parent.stdout.readline()
+        assert line.startswith("held"), line + parent.stderr.read()
+        child = int(line.split()[1])
+        live = {s.pid for s in region.read_region(c.region_dir).live_slots}
+        assert {parent.pid, child} <= live
+        parent.kill()
+        parent.wait(timeout=30)
+        proc = any_box.run(c, "captest", "alloc")  # reclaims the dead parent's slot at start
+        m = re.search(r"filled=(\d+)", proc.stdout)
+        assert m, proc.stdout + proc.stderr
+        assert int(m.group(1)) > SLICE - 40 * MiB  # the parent's 40 MiB came back
+        assert child in {s.pid for s in region.read_region(c.region_dir).live_slots}
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+        parent.communicate(timeout=30)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child, signal.SIGKILL)

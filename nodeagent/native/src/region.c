@@ -244,9 +244,9 @@ void tr_mem_release(int dev, uint64_t size) {
 
 void tr_region_after_fork(void) {
     /* The child has the mapping but not the parent's slot: it takes one of its own, through a
-     * descriptor of its own (the inherited one shares the parent's open file description, so
-     * its locks would be the parent's: the parent's slot would look like the child's, and stay
-     * locked after the parent died). Never a shared slot: with none free, the child has no GPU.
+     * descriptor and a mapping of its own (the inherited ones share the parent's open file
+     * description, so its locks would be the parent's: the parent's slot would look like the
+     * child's, and stay locked after the parent died). Never a shared slot: with none free, the child has no GPU.
      * Only async-signal-safe calls here. */
     if (!g_region) return;
     char err[160];
@@ -256,6 +256,13 @@ void tr_region_after_fork(void) {
     g_fd = fd;
     if (fd < 0) {
         tr_refuse_after_fork("cannot reopen the shared region in a forked child");
+        return;
+    }
+    /* The inherited mapping holds the parent's open file too (a mapping keeps its file open):
+     * map the same bytes again through our own descriptor, at the same address. */
+    if (mmap(g_region, sizeof(tr_region_t), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd,
+             0) == MAP_FAILED) {
+        tr_refuse_after_fork("cannot map the shared region in a forked child");
         return;
     }
     if (claim_slot(err, sizeof err) != 0) tr_refuse_after_fork(err);

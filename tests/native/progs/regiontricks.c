@@ -4,6 +4,8 @@
  *                                            descriptor of REGION_FILE (which drops every
  *                                            POSIX record lock the process holds on it);
  *                                            print "held", wait for stdin to close
+ *   regiontricks forkhold BYTES              allocate BYTES, fork a child that waits for stdin
+ *                                            to close; print "held <child pid>", then wait too
  *   regiontricks fork64                      take a slot, fork 63 children that hold one each
  *                                            (all 64 taken), then fork one more that allocates
  *                                            1 MiB; print "child alloc=<CUresult>"
@@ -28,6 +30,33 @@ static int closefd(const char *region_file, uint64_t bytes) {
     while (read(0, buf, sizeof buf) > 0) {
     }
     CHECK(cuMemFree_v2(p));
+    return 0;
+}
+
+static int forkhold(uint64_t bytes) {
+    CUdevice dev;
+    CUdeviceptr p;
+    CHECK(open_device(0, &dev));
+    CHECK(cuMemAlloc_v2(&p, bytes));
+    fflush(stdout);
+    int ready[2];
+    EXPECT(pipe(ready) == 0);
+    pid_t child = fork();
+    EXPECT(child >= 0);
+    char buf[16];
+    if (child == 0) {
+        /* fork() returns here after the core's child handler took its slot. */
+        if (write(ready[1], "r", 1) != 1) _exit(1);
+        while (read(0, buf, sizeof buf) > 0) {
+        }
+        _exit(0);
+    }
+    EXPECT(read(ready[0], buf, 1) == 1);
+    printf("held %d\n", (int)child);
+    fflush(stdout);
+    while (read(0, buf, sizeof buf) > 0) {
+    }
+    waitpid(child, NULL, 0);
     return 0;
 }
 
@@ -77,6 +106,7 @@ int main(int argc, char **argv) {
     if (argc == 4 && !strcmp(argv[1], "closefd"))
         return closefd(argv[2], strtoull(argv[3], NULL, 10));
     if (argc == 2 && !strcmp(argv[1], "fork64")) return fork64();
-    fprintf(stderr, "usage: regiontricks closefd REGION_FILE BYTES | regiontricks fork64\n");
+    if (argc == 3 && !strcmp(argv[1], "forkhold")) return forkhold(strtoull(argv[2], NULL, 10));
+    fprintf(stderr, "usage: regiontricks closefd REGION_FILE BYTES | forkhold BYTES | fork64\n");
     return 2;
 }

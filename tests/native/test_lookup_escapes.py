@@ -95,3 +95,18 @@ def test_the_interposers_are_exported(any_build: Build) -> None:
     ).stdout
     exported = {line.split()[-1] for line in out.splitlines()}
     assert {"dlsym", "dlvsym", "dlopen", "dlmopen"} <= exported
+
+
+def test_the_interposers_reach_glibc_by_a_tail_call(any_build: Build) -> None:
+    """glibc resolves RTLD_NEXT and $ORIGIN against its caller's return address: each
+    interposer must leave with an indirect jump into glibc, never a call."""
+    out = subprocess.run(
+        ["objdump", "-d", "--no-show-raw-insn", str(any_build.root / "obj" / "lookup.o")],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    for name in ("dlsym", "dlvsym", "dlopen", "dlmopen"):
+        body = re.search(rf"<{name}>:\n(.*?)\n\n", out, re.DOTALL)
+        assert body, name
+        assert re.search(r"\bjmp\s+\*", body.group(1)), f"{name} calls glibc instead of jumping"

@@ -224,13 +224,20 @@ TR_EXPORT void *dlopen(const char *file, int mode) {
  * provides its global scope, so every library opened there afterwards binds the driver's
  * names (and dlsym) to that copy of the core, which accounts in the same region. If the core
  * cannot be loaded there, nothing is: dlmopen fails (fail closed). */
+/* A new namespace holding a copy of the core, or -1 (LM_ID_NEWLM) when it cannot be made.
+ * Apart from dlmopen so that no local of dlmopen has its address taken (that would stop the
+ * tail call). */
+static __attribute__((noinline)) Lmid_t namespace_with_core(void) {
+    Dl_info self;
+    Lmid_t ns = LM_ID_NEWLM;
+    if (!dladdr((void *)&dlmopen, &self) || !self.dli_fname) return LM_ID_NEWLM;
+    void *core = real_dlmopen(LM_ID_NEWLM, self.dli_fname, RTLD_NOW | RTLD_LOCAL);
+    if (!core || dlinfo(core, RTLD_DI_LMID, &ns) != 0) return LM_ID_NEWLM;
+    return ns;
+}
+
 TR_EXPORT void *dlmopen(Lmid_t lmid, const char *file, int mode) {
     if (__builtin_expect(!real_dlsym, 0)) find_real_dl();
-    if (lmid == LM_ID_NEWLM) {
-        Dl_info self;
-        if (!dladdr((void *)&dlmopen, &self) || !self.dli_fname) return NULL;
-        void *core = real_dlmopen(LM_ID_NEWLM, self.dli_fname, RTLD_NOW | RTLD_LOCAL);
-        if (!core || dlinfo(core, RTLD_DI_LMID, &lmid) != 0) return NULL;
-    }
+    if (lmid == LM_ID_NEWLM && (lmid = namespace_with_core()) == LM_ID_NEWLM) return NULL;
     return real_dlmopen(lmid, file, mode & ~RTLD_DEEPBIND); /* a tail call, see above */
 }

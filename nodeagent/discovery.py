@@ -46,6 +46,9 @@ class GpuInfo:
     cuda_version: str
     sm_count: int
     mig_enabled: bool
+    # Device memory one CUDA context takes on this GPU, measured at discovery; 0 = unknown (the
+    # slice config then carries the conservative default floor).
+    context_bytes: int = 0
 
     @property
     def device_name(self) -> str:
@@ -101,6 +104,7 @@ def discover() -> list[GpuInfo]:
                         lambda h=h: pynvml.nvmlDeviceGetNumGpuCores(h) // 64, 0, "SM count"
                     ),
                     mig_enabled=bool(mig),
+                    context_bytes=measure_context_bytes(_text(pynvml.nvmlDeviceGetUUID(h))),
                 )
             )
         return gpus
@@ -119,3 +123,58 @@ def process_memory(uuid: str) -> dict[int, int]:
         return {int(p.pid): int(p.usedGpuMemory or 0) for p in procs}
     finally:
         pynvml.nvmlShutdown()
+
+
+def measure_context_bytes(uuid: str) -> int:
+    """Device memory one CUDA context takes on the GPU with this UUID, or 0 if it cannot be
+    measured (no CUDA driver, NVML does not list this process).
+
+    Creates one context through the driver API (ctypes; the GPU's CUDA ordinal is found by UUID)
+    and reads this process's usage from NVML before and after, the same measure the core uses.
+    The core charges at least this much per context, whatever its own measurement says.
+    """
+    import ctypes
+
+    import pynvml
+
+    try:
+        cu = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return 0
+    if cu.cuInit(0) != 0:
+        return 0
+    count = ctypes.c_int()
+    if cu.cuDeviceGetCount(ctypes.byref(count)) != 0:
+        return 0
+    want = bytes.fromhex(uuid.removeprefix("GPU-").replace("-", ""))
+    for ordinal in range(count.value):
+        dev, raw = ctypes.c_int(), ctypes.create_string_buffer(16)
+        if cu.cuDeviceGet(ctypes.byref(dev), ordinal) != 0:
+            continue
+        if cu.cuDeviceGetUuid(raw, dev) != 0 or raw.raw != want:
+            continue
+        pynvml.nvmlInit()
+        try:
+            h = pynvml.nvmlDeviceGetHandleByUUID(uuid)
+            before = _own_usage(h)
+            ctx = ctypes.c_void_p()
+            if cu.cuCtxCreate_v2(ctypes.byref(ctx), 0, dev) != 0:
+                return 0
+            after = _own_usage(h)
+            cu.cuCtxDestroy_v2(ctx)
+        finally:
+            pynvml.nvmlShutdown()
+        return max(after - before, 0) if after is not None else 0
+    return 0
+
+
+def _own_usage(handle: Any) -> int | None:
+    """This process's used memory on the GPU as NVML lists it; 0 when not listed (nothing held)."""
+    import os
+
+    import pynvml
+
+    procs = _optional(lambda: pynvml.nvmlDeviceGetComputeRunningProcesses(handle), None, "procs")
+    if procs is None:
+        return None
+    return next((int(p.usedGpuMemory or 0) for p in procs if p.pid == os.getpid()), 0)

@@ -9,6 +9,11 @@ missing or malformed, so an agent bug can never mean "unlimited"). The format is
     device.0.uuid = GPU-...
     device.0.memory_bytes = 8589934592
     device.0.compute_percent = 50
+    device.0.context_floor_bytes = 536870912
+
+``context_floor_bytes`` is the least the core charges for one CUDA context on that GPU: what a
+context of that model measured at discovery (``nodeagent.discovery.measure_context_bytes``),
+because the core's own measurement of a context can only come out low, never high.
 
 One grammar on both sides (this parser and the C reader, nodeagent/native/src/config.c; the
 same case table, tests/native/sliceconfig_cases.json, runs through both): only printable
@@ -33,9 +38,15 @@ DEFAULT_REGION_DIR = "/var/run/tranche/region"
 MAX_DEVICES = 16
 UUID_MAX = 47
 CLAIM_MAX = 63
+# Charged per context when discovery could not measure one: above what a CUDA 12 context
+# holds on current data-centre GPUs (300-500 MiB), so an unmeasured GPU errs on the safe side.
+DEFAULT_CONTEXT_FLOOR_BYTES = 512 << 20
+_DEVICE_FIELDS = {"uuid", "memory_bytes", "compute_percent", "context_floor_bytes"}
 
 U64_MAX = (1 << 64) - 1
-_DEVICE_KEY = re.compile(r"^device\.(0|[1-9][0-9]*)\.(uuid|memory_bytes|compute_percent)\Z")
+_DEVICE_KEY = re.compile(
+    r"^device\.(0|[1-9][0-9]*)\.(uuid|memory_bytes|compute_percent|context_floor_bytes)\Z"
+)
 _INT = re.compile(r"^[0-9]+\Z")
 _ALLOWED = re.compile(r"^[\t\x20-\x7e]*\Z")
 _BLANK = " \t"
@@ -47,11 +58,13 @@ class SliceConfigError(ValueError):
 
 @dataclass(frozen=True)
 class DeviceSlice:
-    """One GPU's share: a hard memory cap in bytes and a compute share in percent."""
+    """One GPU's share: a hard memory cap in bytes and a compute share in percent, and the
+    least one CUDA context on that GPU is charged."""
 
     uuid: str
     memory_bytes: int
     compute_percent: int
+    context_floor_bytes: int = DEFAULT_CONTEXT_FLOOR_BYTES
 
     def __post_init__(self) -> None:
         if not self.uuid.startswith("GPU-") or len(self.uuid) > UUID_MAX or "\n" in self.uuid:
@@ -62,6 +75,9 @@ class DeviceSlice:
             )
         if not isinstance(self.compute_percent, int) or not 1 <= self.compute_percent <= 100:
             raise SliceConfigError(f"compute_percent must be 1..100: {self.compute_percent}")
+        floor = self.context_floor_bytes
+        if not isinstance(floor, int) or not 0 < floor <= U64_MAX:
+            raise SliceConfigError(f"context_floor_bytes must be an integer 1..2^64-1: {floor}")
 
 
 @dataclass(frozen=True)
@@ -93,6 +109,7 @@ def render(config: SliceConfig) -> str:
             f"device.{i}.uuid = {d.uuid}",
             f"device.{i}.memory_bytes = {d.memory_bytes}",
             f"device.{i}.compute_percent = {d.compute_percent}",
+            f"device.{i}.context_floor_bytes = {d.context_floor_bytes}",
         ]
     return "\n".join(lines) + "\n"
 
@@ -151,12 +168,18 @@ def parse(text: str, source: str = "<slice config>") -> SliceConfig:
     devices = []
     for i in range(max(fields) + 1):
         entry = fields.get(i, {})
-        if set(entry) != {"uuid", "memory_bytes", "compute_percent"}:
+        if set(entry) != _DEVICE_FIELDS:
             raise SliceConfigError(
-                f"{source}: device.{i} needs uuid, memory_bytes and compute_percent"
+                f"{source}: device.{i} needs uuid, memory_bytes and compute_percent, "
+                "and context_floor_bytes"
             )
         devices.append(
-            DeviceSlice(entry["uuid"], int(entry["memory_bytes"]), int(entry["compute_percent"]))
+            DeviceSlice(
+                entry["uuid"],
+                int(entry["memory_bytes"]),
+                int(entry["compute_percent"]),
+                int(entry["context_floor_bytes"]),
+            )
         )
     return SliceConfig(claim=claim, devices=tuple(devices))
 

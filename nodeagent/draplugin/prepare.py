@@ -80,12 +80,24 @@ def _quantity(value: object, what: str) -> int:
         raise PrepareError(f"consumed capacity {what}={value!r} is not a quantity") from exc
 
 
-def slice_config_of(uid: str, devices: list[PreparedDevice]) -> sliceconfig.SliceConfig:
-    """The limits the core enforces; SliceConfig validates them as strictly as the core."""
+def slice_config_of(
+    uid: str, devices: list[PreparedDevice], context_floor: dict[str, int] | None = None
+) -> sliceconfig.SliceConfig:
+    """The limits the core enforces; SliceConfig validates them as strictly as the core.
+
+    context_floor: measured context footprint per GPU UUID (discovery); a GPU without a
+    measurement gets the conservative default."""
+    floors = context_floor or {}
     return sliceconfig.SliceConfig(
         claim=uid,
         devices=tuple(
-            sliceconfig.DeviceSlice(d.uuid, d.memory_bytes, d.compute_percent) for d in devices
+            sliceconfig.DeviceSlice(
+                d.uuid,
+                d.memory_bytes,
+                d.compute_percent,
+                floors.get(d.uuid) or sliceconfig.DEFAULT_CONTEXT_FLOOR_BYTES,
+            )
+            for d in devices
         ),
     )
 
@@ -168,7 +180,8 @@ class Preparer:
                 _write_root_readonly(lay.preload_file, cdi.preload_line())
             config = lay.config_file(uid)
             try:
-                text = sliceconfig.render(slice_config_of(uid, devices))
+                floors = {g.uuid: g.context_bytes for g in self.gpus.values()}
+                text = sliceconfig.render(slice_config_of(uid, devices, floors))
             except sliceconfig.SliceConfigError as exc:
                 raise PrepareError(f"claim {namespace}/{name}: {exc}") from exc
             _write_root_readonly(config, text)

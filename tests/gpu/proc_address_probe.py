@@ -116,11 +116,17 @@ class Driver:
         return self.gpa(*args), fn.value
 
 
-def probe_base(drv: Driver, base: str, names: list[str]) -> tuple[str, str]:
+def probe_base(
+    drv: Driver, base: str, names: list[str], others: tuple[str, ...] = ()
+) -> tuple[str, str]:
     """(outcome, detail): outcome is "mismatch" if a pointer is not a listed variant's (or the
-    lookup failed otherwise), else "absent" if the driver lacks the name, else "ok"."""
+    lookup failed otherwise), else "absent" if the driver lacks the name, else "ok".
+
+    others: hooked symbols listed under other base names. The core matches by pointer across
+    the whole list, because a driver may answer a base name with an entry point of another one
+    (CUDA 12 answers "cuGraphInstantiate" with cuGraphInstantiateWithFlags)."""
     listed: dict[int, str] = {}
-    for n in names:  # a driver may export two names at one address (an alias): show both
+    for n in (*names, *others):  # a driver may export two names at one address: show both
         if (addr := exported(drv.lib, n)) is not None:
             listed[addr] = f"{listed[addr]}|{n}" if addr in listed else n
     parts, seen = [], set()
@@ -164,7 +170,8 @@ def main(argv: list[str] | None = None) -> int:
     _emit(f"proc_address_query: {gpa} cudaVersion={drv.version} hooks={args.hooks}")
     outcomes: dict[str, list[str]] = defaultdict(list)
     for base, names in hooks.items():
-        outcome, detail = probe_base(drv, base, names)
+        others = tuple(n for b, ns in hooks.items() if b != base for n in ns)
+        outcome, detail = probe_base(drv, base, names, others)
         outcomes[outcome].append(base)
         _emit(f"proc_address.{base}: {outcome} {detail} (listed: {','.join(names)})")
     mismatched = outcomes["mismatch"]

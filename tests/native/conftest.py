@@ -153,7 +153,9 @@ class GpuBox:
         """slices: (simulated device index, memory bytes, compute percent) per device."""
         cfg = sliceconfig.SliceConfig(
             claim=f"tests/{name}",
-            devices=tuple(sliceconfig.DeviceSlice(sim_uuid(i), m, p) for i, m, p in slices),
+            devices=tuple(
+                sliceconfig.DeviceSlice(sim_uuid(i), m, p, CONTEXT_MIB * MiB) for i, m, p in slices
+            ),
         )
         path = self.tmp / name / "slice.conf"
         sliceconfig.write(path, cfg)

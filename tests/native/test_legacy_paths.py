@@ -1,5 +1,6 @@
 """Cap holes outside the _v2 allocation calls: legacy v1 entry points, cuCtxCreate_v3/_v4, green
-contexts, graph memory nodes, async allocations on a capturing stream, and launches on an
+contexts, graph memory nodes and async allocations on a capturing stream (charged when the graph
+is launched, issue #13: no longer refused outright), and launches on an
 explicit stream with no context current (outside the compute budget). Each is reached directly,
 via dlopen+dlsym and via cuGetProcAddress with the cudaVersion that selects that variant.
 simgpu implements them like a real driver (they really take simulated device memory or device
@@ -21,18 +22,19 @@ HOWS = ["direct", "dlsym", "getproc"]
 NOT_SUPPORTED = 801
 OOM = 2
 
-# Refused outright (fail closed): v1 allocators (+ one v1 free), v1 cuCtxCreate, graph
-# memory-allocation nodes.
+# Refused outright (fail closed): v1 allocators (+ one v1 free), v1 cuCtxCreate.
 REFUSED = {
     "alloc": [NOT_SUPPORTED] * 5,
     "pitch": [NOT_SUPPORTED] * 5,
     "array": [NOT_SUPPORTED] * 4,
     "array3d": [NOT_SUPPORTED] * 4,
     "ctx1": [NOT_SUPPORTED] * 20,
-    "graph": [NOT_SUPPORTED] * 4,
-    "graphnode": [NOT_SUPPORTED] * 4,
-    "capture": [NOT_SUPPORTED] * 4,
 }
+# Graph memory (captured cuMemAllocAsync, cuGraphAddMemAllocNode, cuGraphAddNode): adding takes
+# nothing; each launch backs 40 MiB from the graph pool and is charged then. The first graph
+# fits beside the context, the next ones would pass the slice: refused at launch.
+GRAPH_CODES = [0, 0] + [0, OOM] * 3
+GRAPH_MEM = 40 * MiB
 # Charged like cuCtxCreate_v2: contexts fit until the slice is full, then out of memory.
 FITTING = (SLICE - CTX) // CTX
 CHARGED = {p: [0] * FITTING + [OOM] * (20 - FITTING) for p in ("ctx3", "ctx4", "green")}
@@ -69,6 +71,30 @@ def test_legacy_and_graph_allocators_are_refused(any_box: GpuBox, path: str, how
     assert int(fields["phys"]) == CTX
     assert int(fields.get("phys_peak", str(CTX))) == CTX
     assert int(fields["free"]) == SLICE - CTX
+
+
+@pytest.mark.parametrize("how", HOWS)
+@pytest.mark.parametrize("path", ["capture", "graph", "graphnode"])
+def test_graph_memory_is_charged_at_launch_and_refused_over_the_slice(
+    any_box: GpuBox, path: str, how: str
+) -> None:
+    """Issue #13: graph memory is sold, not refused; what would pass the slice is refused with
+    CUDA_ERROR_OUT_OF_MEMORY at launch, and the region agrees with NVML throughout."""
+    c = any_box.container("c", [(0, SLICE, 100)])
+    proc = any_box.run(c, "escape", path, how)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    fields = _fields(proc.stdout)
+    assert [int(x) for x in fields["codes"].split(",")] == GRAPH_CODES
+    assert int(fields["phys_peak"]) == CTX + GRAPH_MEM  # the first graph ran, charged
+    snap = region.read_region(c.region_dir).devices[0]
+    assert snap.memory_peak == CTX + GRAPH_MEM
+    # Graphs destroyed: the pool keeps the memory, and the core keeps charging it.
+    assert int(fields["kept_phys"]) == CTX + GRAPH_MEM
+    assert int(fields["kept_free"]) == SLICE - CTX - GRAPH_MEM
+    # Trimmed: both back to the context alone.
+    assert int(fields["phys"]) == CTX
+    assert int(fields["free"]) == SLICE - CTX
+    assert region.read_region(c.region_dir).devices[0].memory_used == CTX
 
 
 @pytest.mark.parametrize("how", HOWS)
@@ -118,7 +144,7 @@ def test_pool_allocation_without_a_current_context_is_refused(any_box: GpuBox, h
     assert int(fields["phys_peak"]) == CTX
 
 
-@pytest.mark.parametrize("path", ["green", "capture", "nocontext", "nocontextpool"])
+@pytest.mark.parametrize("path", ["green", "capture", "graph", "nocontext", "nocontextpool"])
 def test_simgpu_alone_lets_them_through(box: GpuBox, path: str) -> None:
     """Without the core the same program gets past the slice: the refusals above are the
     core's, not the simulator's."""

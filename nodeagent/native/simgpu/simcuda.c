@@ -6,6 +6,7 @@
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -181,14 +182,36 @@ SIM_API CUresult cuDevicePrimaryCtxSetFlags_v2(CUdevice d, unsigned int flags) {
     return CUDA_SUCCESS;
 }
 
+/* Destroyed contexts are kept for reuse, so a new context (of any device) gets the address
+ * of the last one destroyed, as a real driver's allocator may hand it out: tests show the core
+ * does not mistake the new context for the old one. */
+static pthread_mutex_t ctx_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct CUctx_st *ctx_free[64];
+static int nctx_free;
+
+static struct CUctx_st *ctx_new(void) {
+    pthread_mutex_lock(&ctx_mu);
+    struct CUctx_st *c = nctx_free ? ctx_free[--nctx_free] : NULL;
+    pthread_mutex_unlock(&ctx_mu);
+    if (c) memset(c, 0, sizeof *c);
+    return c ? c : calloc(1, sizeof *c);
+}
+
+static void ctx_delete(struct CUctx_st *c) {
+    pthread_mutex_lock(&ctx_mu);
+    if (nctx_free < 64) ctx_free[nctx_free++] = c, c = NULL;
+    pthread_mutex_unlock(&ctx_mu);
+    free(c);
+}
+
 SIM_API CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice d) {
     (void)flags;
     NEED_INIT();
     VALID_DEV(d);
-    struct CUctx_st *c = calloc(1, sizeof *c);
+    struct CUctx_st *c = ctx_new();
     if (!c) return CUDA_ERROR_OUT_OF_MEMORY;
     if (sim_mem_take(d, sim_cfg[d].context_bytes) != 0) {
-        free(c);
+        ctx_delete(c);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     c->dev = d;
@@ -203,7 +226,7 @@ SIM_API CUresult cuCtxDestroy_v2(CUcontext c) {
     sim_sleep_until(atomic_load(&c->tail));
     sim_mem_give(c->dev, sim_cfg[c->dev].context_bytes);
     if (sim_cur == c) sim_cur = NULL;
-    free(c);
+    ctx_delete(c);
     return CUDA_SUCCESS;
 }
 
@@ -250,6 +273,23 @@ SIM_API CUresult cuStreamCreate(CUstream *s, unsigned int flags) {
     if (!st) return CUDA_ERROR_OUT_OF_MEMORY;
     st->ctx = sim_cur;
     *s = st;
+    return CUDA_SUCCESS;
+}
+
+SIM_API CUresult cuStreamGetCtx(CUstream s, CUcontext *pctx) {
+    CUresult r = sim_check_ctx();
+    if (r != CUDA_SUCCESS) return r;
+    if (!pctx) return CUDA_ERROR_INVALID_VALUE;
+    *pctx = sim_stream(s)->ctx;
+    return CUDA_SUCCESS;
+}
+
+SIM_API CUresult cuStreamGetDevice(CUstream s, CUdevice *dev) {
+    CUresult r = sim_check_ctx();
+    if (r != CUDA_SUCCESS) return r;
+    if (!dev) return CUDA_ERROR_INVALID_VALUE;
+    struct CUstream_st *st = sim_stream(s);
+    *dev = st->ctx ? st->ctx->dev : sim_cur->dev;
     return CUDA_SUCCESS;
 }
 
@@ -366,7 +406,7 @@ SIM_API CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name
 
 /* ---- Launches. */
 
-static CUresult run_kernel(CUstream s, void **params) {
+CUresult sim_run_kernel(CUstream s, void **params) {
     /* Like a real driver launching a CUkernel, an explicit stream carries its own context:
      * no context needs to be current. The default streams need one. */
     int explicit_stream = s && s != CU_STREAM_LEGACY && s != CU_STREAM_PER_THREAD;
@@ -380,6 +420,10 @@ static CUresult run_kernel(CUstream s, void **params) {
     struct CUctx_st *ctx = st->ctx;
     if (!ctx) return CUDA_ERROR_INVALID_CONTEXT;
     uint64_t dur = (params && params[0]) ? *(const uint64_t *)params[0] : 1000;
+    if (st->capture) {
+        sim_capture_kernel(st, dur);
+        return CUDA_SUCCESS;
+    }
     uint64_t end, start = sim_run(ctx->dev, atomic_load(&st->tail), dur, &end);
     struct CUevent_st *e = atomic_load(&st->last_event);
     if (e && e->stream == st && e->movable && e->seq == atomic_load(&st->ops) &&
@@ -398,7 +442,7 @@ SIM_API CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, 
                                 unsigned int shmem, CUstream s, void **params, void **extra) {
     (void)gx, (void)gy, (void)gz, (void)bx, (void)by, (void)bz, (void)shmem, (void)extra;
     if (!f) return CUDA_ERROR_INVALID_HANDLE;
-    return run_kernel(s, params);
+    return sim_run_kernel(s, params);
 }
 
 SIM_API CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy,
@@ -428,52 +472,14 @@ SIM_API CUresult cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction f, void **
                                   void **extra) {
     (void)extra;
     if (!c || !f) return CUDA_ERROR_INVALID_VALUE;
-    return run_kernel(c->hStream, params);
+    return sim_run_kernel(c->hStream, params);
 }
 
 SIM_API CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *c, CUfunction f, void **params,
                                        void **extra) {
     (void)extra;
     if (!c || !f) return CUDA_ERROR_INVALID_VALUE;
-    return run_kernel(c->hStream ? c->hStream : CU_STREAM_PER_THREAD, params);
-}
-
-/* Graphs: an instantiated graph is one 10 us "kernel" per launch. */
-SIM_API CUresult cuGraphCreate(CUgraph *g, unsigned int flags) {
-    (void)flags;
-    *g = (CUgraph)calloc(1, 16);
-    return *g ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
-}
-
-SIM_API CUresult cuGraphInstantiateWithFlags(CUgraphExec *e, CUgraph g, unsigned long long fl) {
-    (void)g, (void)fl;
-    struct CUgraphExec_st *x = calloc(1, sizeof *x);
-    if (!x) return CUDA_ERROR_OUT_OF_MEMORY;
-    x->dur = 10000;
-    *e = x;
-    return CUDA_SUCCESS;
-}
-
-SIM_API CUresult cuGraphExecDestroy(CUgraphExec e) {
-    free(e);
-    return CUDA_SUCCESS;
-}
-
-SIM_API CUresult cuGraphDestroy(CUgraph g) {
-    if (g) sim_graph_release(g);
-    free(g);
-    return CUDA_SUCCESS;
-}
-
-SIM_API CUresult cuGraphLaunch(CUgraphExec e, CUstream s) {
-    if (!e) return CUDA_ERROR_INVALID_HANDLE;
-    uint64_t dur = e->dur;
-    void *params[1] = {&dur};
-    return run_kernel(s, params);
-}
-
-SIM_API CUresult cuGraphLaunch_ptsz(CUgraphExec e, CUstream s) {
-    return cuGraphLaunch(e, s ? s : CU_STREAM_PER_THREAD);
+    return sim_run_kernel(c->hStream ? c->hStream : CU_STREAM_PER_THREAD, params);
 }
 
 /* ---- Errors and run-time symbol lookup. */
@@ -521,6 +527,9 @@ static const struct {
     {"cuDevicePrimaryCtxRelease", "_v2", 11000}, {"cuDevicePrimaryCtxRelease", "", 7000},
     {"cuDevicePrimaryCtxReset", "_v2", 11000},   {"cuDevicePrimaryCtxReset", "", 7000},
     {"cuGraphAddNode", "_v2", 12030},    {"cuGraphAddNode", "", 12020},
+    /* As a real driver: CUDA 12 answers the old name with the entry point that took its place. */
+    {"cuGraphInstantiate", "WithFlags", 12000}, {"cuGraphInstantiate", "_v2", 11000},
+    {"cuGraphInstantiate", "", 10000},
     {"cuGetProcAddress", "_v2", 12000},  {"cuGetProcAddress", "", 11030},
 };
 

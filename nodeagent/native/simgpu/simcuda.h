@@ -42,10 +42,13 @@ struct CUmod_st {
 
 struct CUgraphExec_st {
     uint64_t dur;
+    uint64_t bytes[SIM_MAX_DEV]; /* what its allocation nodes take from the graph memory pool */
+    int mapped;                  /* backed (uploaded or launched) and not yet destroyed */
 };
 
 struct CUmemPoolHandle_st {
     int dev;
+    int host; /* located in host memory: takes no device memory */
     uint64_t reserved, in_use, threshold;
 };
 
@@ -68,10 +71,12 @@ CUresult sim_check_ctx(void);
 /* Host-backed device memory (simcuda_mem.c). */
 void *sim_host_map(uint64_t size);
 void sim_host_unmap(void *p, uint64_t size);
-/* Graph memory nodes (simcuda_legacy.c): give a destroyed graph's memory back. */
-void sim_graph_release(CUgraph g);
-/* Stream capture (simcuda_legacy.c): an async allocation on a capturing stream becomes a
- * memory-allocation node of the captured graph, as in a real driver. */
+/* Run a "kernel" on stream s (simcuda.c); on a capturing stream it becomes a kernel node. */
+CUresult sim_run_kernel(CUstream s, void **params);
+/* Stream capture (simcuda_graph.c): an async allocation or free on a capturing stream becomes
+ * a memory node of the captured graph, as in a real driver; nothing is taken until launch. */
 CUresult sim_capture_alloc(struct CUstream_st *st, CUdeviceptr *dptr, size_t size, int dev);
+CUresult sim_capture_free(struct CUstream_st *st, CUdeviceptr p);
+void sim_capture_kernel(struct CUstream_st *st, uint64_t dur);
 
 #endif

@@ -11,7 +11,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "simcuda.h"
+#include "simcuda.h" /* first: it sets up cuda.h */
+#include "array_bytes.h"
 
 #define GRANULARITY (2ull << 20)
 
@@ -77,7 +78,7 @@ static CUresult dev_alloc(CUdeviceptr *dptr, uint64_t size, struct CUmemPoolHand
     int dev = pool ? pool->dev : sim_cur->dev;
     /* SIMULATED driver overhead (test-only fault injection): floor(size * permille / 1000),
      * computed without overflow; charged to this process, invisible to the core. */
-    uint64_t pm = sim_overhead_permille, overhead = 0;
+    uint64_t pm = pool && pool->host ? 0 : sim_overhead_permille, overhead = 0;
     if (pm) {
         if (size / 1000 > UINT64_MAX / pm) return CUDA_ERROR_OUT_OF_MEMORY;
         overhead = size / 1000 * pm + size % 1000 * pm / 1000;
@@ -133,7 +134,7 @@ static CUresult dev_free(CUdeviceptr p, int want_pool) {
         uint64_t give = pl->reserved > keep ? pl->reserved - keep : 0;
         pl->reserved -= give;
         pthread_mutex_unlock(&mu);
-        if (give) sim_mem_give(pl->dev, give);
+        if (give && !pl->host) sim_mem_give(pl->dev, give);
     } else {
         sim_mem_give(a->dev, a->size);
     }
@@ -225,18 +226,20 @@ SIM_API CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice d) {
 
 SIM_API CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *props) {
     if (!sim_ready()) return CUDA_ERROR_NOT_INITIALIZED;
-    if (!props || props->location.id < 0 || props->location.id >= sim_ndev)
+    if (!props || (props->location.type == CU_MEM_LOCATION_TYPE_DEVICE &&
+                   (props->location.id < 0 || props->location.id >= sim_ndev)))
         return CUDA_ERROR_INVALID_VALUE;
     struct CUmemPoolHandle_st *p = calloc(1, sizeof *p);
     if (!p) return CUDA_ERROR_OUT_OF_MEMORY;
     p->dev = props->location.id;
+    p->host = props->location.type != CU_MEM_LOCATION_TYPE_DEVICE; /* system memory */
     *pool = p;
     return CUDA_SUCCESS;
 }
 
 SIM_API CUresult cuMemPoolDestroy(CUmemoryPool pool) {
     if (!pool) return CUDA_ERROR_INVALID_VALUE;
-    if (pool->reserved) sim_mem_give(pool->dev, pool->reserved);
+    if (pool->reserved && !pool->host) sim_mem_give(pool->dev, pool->reserved);
     if (pool < &default_pool[0] || pool >= &default_pool[SIM_MAX_DEV]) free(pool);
     return CUDA_SUCCESS;
 }
@@ -266,7 +269,7 @@ SIM_API CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t keep) {
     uint64_t give = pool->reserved > floor ? pool->reserved - floor : 0;
     pool->reserved -= give;
     pthread_mutex_unlock(&mu);
-    if (give) sim_mem_give(pool->dev, give);
+    if (give && !pool->host) sim_mem_give(pool->dev, give);
     return CUDA_SUCCESS;
 }
 
@@ -274,14 +277,17 @@ SIM_API CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t size, CUmemor
                                          CUstream s) {
     if (!pool || size == 0) return CUDA_ERROR_INVALID_VALUE;
     struct CUstream_st *st = sim_stream(s);
-    if (st && st->capture) return sim_capture_alloc(st, dptr, size, pool->dev);
+    if (st && st->capture) {
+        if (pool->host) return CUDA_ERROR_NOT_SUPPORTED; /* graph memory lives on a device */
+        return sim_capture_alloc(st, dptr, size, pool->dev);
+    }
     pthread_mutex_lock(&mu);
     /* The pool grows in whole granules, like the real driver's pools. */
     uint64_t need = pool->in_use + size;
     uint64_t grow = need > pool->reserved
                         ? ((need - pool->reserved + GRANULARITY - 1) / GRANULARITY) * GRANULARITY
                         : 0;
-    if (grow && sim_mem_take(pool->dev, grow) != 0) {
+    if (grow && !pool->host && sim_mem_take(pool->dev, grow) != 0) {
         pthread_mutex_unlock(&mu);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
@@ -297,16 +303,20 @@ SIM_API CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t size, CUmemor
     return r;
 }
 
+/* The pool of the stream's device, which for an explicit stream need not be the current
+ * context's (as with a real driver). */
 SIM_API CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t size, CUstream s) {
     CUresult r = sim_check_ctx();
     if (r != CUDA_SUCCESS) return r;
     CUmemoryPool pool;
-    cuDeviceGetDefaultMemPool(&pool, sim_cur->dev);
+    struct CUstream_st *st = sim_stream(s);
+    cuDeviceGetDefaultMemPool(&pool, st && st->ctx ? st->ctx->dev : sim_cur->dev);
     return cuMemAllocFromPoolAsync(dptr, size, pool, s);
 }
 
 SIM_API CUresult cuMemFreeAsync(CUdeviceptr p, CUstream s) {
-    (void)s;
+    struct CUstream_st *st = sim_stream(s);
+    if (st && st->capture) return sim_capture_free(st, p); /* freed when the graph runs */
     return dev_free(p, 1);
 }
 
@@ -317,12 +327,30 @@ SIM_API CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *d, size_t n, CUmemory
 SIM_API CUresult cuMemFreeAsync_ptsz(CUdeviceptr p, CUstream s)
     __attribute__((alias("cuMemFreeAsync")));
 
-/* ---- Virtual memory management: physical handles are memfds mapped into reserved ranges. */
+/* ---- Virtual memory management: physical handles are memfds mapped into reserved ranges.
+ * Device-located handles take simulated device memory; host-located ones (HOST, HOST_NUMA,
+ * HOST_NUMA_CURRENT) are system memory, as on a real driver, and take none. Like a real driver,
+ * a handle released while still mapped keeps its memory until its last mapping is unmapped. */
 
 typedef struct {
-    int fd, dev;
+    int fd, dev; /* dev -1: host memory */
     uint64_t size;
+    int maps, released;
 } vmm_t;
+
+typedef struct {
+    uint64_t va, size;
+    vmm_t *v;
+} vmm_map_t;
+
+static vmm_map_t vmaps[4096];
+static size_t nvmaps;
+
+static void vmm_drop(vmm_t *v) {
+    close(v->fd);
+    if (v->dev >= 0) sim_mem_give(v->dev, v->size);
+    free(v);
+}
 
 SIM_API CUresult cuMemGetAllocationGranularity(size_t *g, const CUmemAllocationProp *prop,
                                                CUmemAllocationGranularity_flags o) {
@@ -335,35 +363,43 @@ SIM_API CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t size,
                              const CUmemAllocationProp *prop, unsigned long long flags) {
     (void)flags;
     if (!sim_ready()) return CUDA_ERROR_NOT_INITIALIZED;
-    if (!prop || size == 0 || size % GRANULARITY || prop->location.id < 0 ||
-        prop->location.id >= sim_ndev)
-        return CUDA_ERROR_INVALID_VALUE;
-    int dev = prop->location.id;
+    if (!prop || size == 0 || size % GRANULARITY) return CUDA_ERROR_INVALID_VALUE;
+    int dev;
+    switch (prop->location.type) {
+    case CU_MEM_LOCATION_TYPE_DEVICE:
+        if (prop->location.id < 0 || prop->location.id >= sim_ndev) return CUDA_ERROR_INVALID_VALUE;
+        dev = prop->location.id;
+        break;
+    case CU_MEM_LOCATION_TYPE_HOST:
+    case CU_MEM_LOCATION_TYPE_HOST_NUMA:
+    case CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT: dev = -1; break;
+    default: return CUDA_ERROR_INVALID_VALUE;
+    }
     vmm_t *v = calloc(1, sizeof *v);
     if (!v) return CUDA_ERROR_OUT_OF_MEMORY;
-    if (sim_mem_take(dev, size) != 0) {
-        free(v);
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    v->fd = memfd_create("simgpu-vmm", MFD_CLOEXEC);
-    if (v->fd < 0 || ftruncate(v->fd, (off_t)size) != 0) {
-        if (v->fd >= 0) close(v->fd);
-        sim_mem_give(dev, size);
+    if (dev >= 0 && sim_mem_take(dev, size) != 0) {
         free(v);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     v->dev = dev;
     v->size = size;
+    v->fd = memfd_create("simgpu-vmm", MFD_CLOEXEC);
+    if (v->fd < 0 || ftruncate(v->fd, (off_t)size) != 0) {
+        vmm_drop(v);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     *h = (CUmemGenericAllocationHandle)(uintptr_t)v;
     return CUDA_SUCCESS;
 }
 
 SIM_API CUresult cuMemRelease(CUmemGenericAllocationHandle h) {
     vmm_t *v = (vmm_t *)(uintptr_t)h;
-    if (!v) return CUDA_ERROR_INVALID_VALUE;
-    close(v->fd);
-    sim_mem_give(v->dev, v->size);
-    free(v);
+    if (!v || v->released) return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&mu);
+    int mapped = v->maps > 0;
+    v->released = 1;
+    pthread_mutex_unlock(&mu);
+    if (!mapped) vmm_drop(v);
     return CUDA_SUCCESS;
 }
 
@@ -385,16 +421,38 @@ SIM_API CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
                           CUmemGenericAllocationHandle h, unsigned long long flags) {
     (void)flags;
     vmm_t *v = (vmm_t *)(uintptr_t)h;
-    if (!v) return CUDA_ERROR_INVALID_VALUE;
+    if (!v || v->released) return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&mu);
+    if (nvmaps == sizeof vmaps / sizeof vmaps[0]) {
+        pthread_mutex_unlock(&mu);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     void *p = mmap((void *)(uintptr_t)ptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
                    v->fd, (off_t)offset);
+    if (p != MAP_FAILED) {
+        vmaps[nvmaps++] = (vmm_map_t){ptr, size, v};
+        v->maps++;
+    }
+    pthread_mutex_unlock(&mu);
     return p == MAP_FAILED ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
 }
 
 SIM_API CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
     void *p = mmap((void *)(uintptr_t)ptr, size, PROT_NONE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
-    return p == MAP_FAILED ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+    if (p == MAP_FAILED) return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&mu);
+    for (size_t i = 0; i < nvmaps;) {
+        if (vmaps[i].va < ptr || vmaps[i].va - ptr >= size) {
+            i++;
+            continue;
+        }
+        vmm_t *v = vmaps[i].v;
+        vmaps[i] = vmaps[--nvmaps];
+        if (--v->maps == 0 && v->released) vmm_drop(v); /* the last mapping held the memory */
+    }
+    pthread_mutex_unlock(&mu);
+    return CUDA_SUCCESS;
 }
 
 SIM_API CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *d,
@@ -403,28 +461,7 @@ SIM_API CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessD
     return CUDA_SUCCESS;
 }
 
-/* ---- Arrays: charged by element bytes over every level. */
-
-static uint64_t fmt_bytes(CUarray_format f) {
-    switch (f) {
-    case CU_AD_FORMAT_UNSIGNED_INT8:
-    case CU_AD_FORMAT_SIGNED_INT8: return 1;
-    case CU_AD_FORMAT_UNSIGNED_INT16:
-    case CU_AD_FORMAT_SIGNED_INT16:
-    case CU_AD_FORMAT_HALF: return 2;
-    default: return 4;
-    }
-}
-
-static uint64_t arr_bytes(size_t w, size_t h, size_t d, unsigned ch, CUarray_format f,
-                          unsigned levels) {
-    uint64_t total = 0;
-    for (unsigned l = 0; l < (levels ? levels : 1); l++) {
-        uint64_t lw = w >> l ? w >> l : 1, lh = h >> l ? h >> l : 1, ld = d >> l ? d >> l : 1;
-        total += lw * (h ? lh : 1) * (d ? ld : 1) * ch * fmt_bytes(f);
-    }
-    return total;
-}
+/* ---- Arrays: element bytes over every level, by the formula the core charges (array_bytes.h). */
 
 static CUresult make_array(CUarray *out, uint64_t bytes) {
     CUresult r = sim_check_ctx();
@@ -444,12 +481,12 @@ static CUresult make_array(CUarray *out, uint64_t bytes) {
 
 SIM_API CUresult cuArrayCreate_v2(CUarray *h, const CUDA_ARRAY_DESCRIPTOR *d) {
     if (!d) return CUDA_ERROR_INVALID_VALUE;
-    return make_array(h, arr_bytes(d->Width, d->Height, 0, d->NumChannels, d->Format, 1));
+    return make_array(h, tr_array_bytes(d->Width, d->Height, 0, d->NumChannels, d->Format, 1));
 }
 
 SIM_API CUresult cuArray3DCreate_v2(CUarray *h, const CUDA_ARRAY3D_DESCRIPTOR *d) {
     if (!d) return CUDA_ERROR_INVALID_VALUE;
-    return make_array(h, arr_bytes(d->Width, d->Height, d->Depth, d->NumChannels, d->Format, 1));
+    return make_array(h, tr_array_bytes(d->Width, d->Height, d->Depth, d->NumChannels, d->Format, 1));
 }
 
 SIM_API CUresult cuArrayDestroy(CUarray a) {
@@ -465,10 +502,8 @@ SIM_API CUresult cuMipmappedArrayCreate(CUmipmappedArray *h, const CUDA_ARRAY3D_
     if (r != CUDA_SUCCESS) return r;
     if (!d || levels == 0) return CUDA_ERROR_INVALID_VALUE;
     /* Like the driver: no more levels than 1 + log2 of the largest dimension. */
-    size_t big = d->Width > d->Height ? d->Width : d->Height, most = 1;
-    for (big = d->Depth > big ? d->Depth : big; big >>= 1;) most++;
-    if (levels > most) return CUDA_ERROR_INVALID_VALUE;
-    uint64_t bytes = arr_bytes(d->Width, d->Height, d->Depth, d->NumChannels, d->Format, levels);
+    if (levels > tr_max_levels(d->Width, d->Height, d->Depth)) return CUDA_ERROR_INVALID_VALUE;
+    uint64_t bytes = tr_array_bytes(d->Width, d->Height, d->Depth, d->NumChannels, d->Format, levels);
     struct CUmipmappedArray_st *m = calloc(1, sizeof *m);
     if (!m) return CUDA_ERROR_OUT_OF_MEMORY;
     if (sim_mem_take(sim_cur->dev, bytes) != 0) {

@@ -10,7 +10,8 @@
  * through both): only printable ASCII, tab and newline; blank and '#' lines are skipped;
  * every other line is `key = value` with spaces/tabs around both. Keys: `version` (exactly
  * "1"), `claim` (1..63 chars, no '='), `device.N.uuid` ("GPU-...", < 48 chars, unique),
- * `device.N.memory_bytes` (1..2^64-1), `device.N.compute_percent` (1..100), N in 0..15
+ * `device.N.memory_bytes` (1..2^64-1), `device.N.compute_percent` (1..100),
+ * `device.N.context_floor_bytes` (1..2^64-1: the least one context is charged), N in 0..15
  * written without sign or leading zero, indices contiguous from 0. Any unknown key,
  * duplicate, gap or out-of-range value refuses the whole file: running with a
  * half-understood config would mean running unlimited.
@@ -113,10 +114,11 @@ static int parse_line(char *s, tr_config_t *cfg, unsigned *seen, int *have, cons
         return -1;
     }
     tr_config_device_t *d = &cfg->devices[idx];
-    unsigned bit = strcmp(field, "uuid") == 0             ? 1u
-                   : strcmp(field, "memory_bytes") == 0    ? 2u
-                   : strcmp(field, "compute_percent") == 0 ? 4u
-                                                           : 0u;
+    unsigned bit = strcmp(field, "uuid") == 0                  ? 1u
+                   : strcmp(field, "memory_bytes") == 0         ? 2u
+                   : strcmp(field, "compute_percent") == 0      ? 4u
+                   : strcmp(field, "context_floor_bytes") == 0 ? 8u
+                                                                : 0u;
     if (!bit || (seen[idx] & bit)) {
         snprintf(err, errlen, "%s:%d: unknown or repeated key %s", path, lineno, key);
         return -1;
@@ -136,6 +138,14 @@ static int parse_line(char *s, tr_config_t *cfg, unsigned *seen, int *have, cons
             return -1;
         }
         d->memory_bytes = num;
+    } else if (bit == 8u) {
+        /* 0 would let a context the core measured as free go uncharged. */
+        if (parse_u64(val, &num) || num == 0) {
+            snprintf(err, errlen, "%s:%d: context_floor_bytes must be an integer 1..2^64-1",
+                     path, lineno);
+            return -1;
+        }
+        d->context_floor_bytes = num;
     } else {
         if (parse_u64(val, &num) || num < 1 || num > 100) {
             snprintf(err, errlen, "%s:%d: compute_percent must be 1..100", path, lineno);
@@ -154,8 +164,10 @@ static int check_whole(const tr_config_t *cfg, const unsigned *seen, int have, c
         return -1;
     }
     for (int i = 0; i < cfg->device_count; i++) {
-        if (seen[i] != 7u) {
-            snprintf(err, errlen, "%s: device.%d needs uuid, memory_bytes and compute_percent",
+        if (seen[i] != 15u) {
+            snprintf(err, errlen,
+                     "%s: device.%d needs uuid, memory_bytes and compute_percent, and "
+                     "context_floor_bytes",
                      path, i);
             return -1;
         }
@@ -177,7 +189,8 @@ int tr_config_parse_file(const char *path, tr_config_t *cfg, char *err, size_t e
         return -1;
     }
     memset(cfg, 0, sizeof(*cfg));
-    /* bit 0 uuid, bit 1 memory_bytes, bit 2 compute_percent; have: bit 0 version, 1 claim */
+    /* bit 0 uuid, 1 memory_bytes, 2 compute_percent, 3 context_floor_bytes; have: bit 0
+     * version, 1 claim */
     unsigned seen[TR_MAX_DEVICES] = {0};
     int have = 0, lineno = 0, rc = -1;
     char *line = NULL;

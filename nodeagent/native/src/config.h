@@ -14,6 +14,7 @@ typedef struct {
     char uuid[TR_UUID_LEN];
     uint64_t memory_bytes;
     uint32_t compute_percent; /* 1..100 */
+    uint64_t context_floor_bytes; /* least a context on this device is charged, > 0 */
 } tr_config_device_t;
 
 typedef struct tr_config {

@@ -145,17 +145,26 @@ int tr_dev_index(CUdevice dev) {
     return idx;
 }
 
+/* Per-thread cache of the current context's slice index. A context's address can come back
+ * as another device's context once it is destroyed, so the cache is also keyed by the count of
+ * contexts gone (bumped by every destroy, release to zero and reset). */
 static __thread CUcontext cached_ctx __attribute__((tls_model("initial-exec")));
 static __thread int cached_idx __attribute__((tls_model("initial-exec")));
+static __thread uint64_t cached_epoch __attribute__((tls_model("initial-exec")));
+static _Atomic uint64_t ctx_epoch = 1;
+
+void tr_ctx_gone(void) { atomic_fetch_add_explicit(&ctx_epoch, 1, memory_order_release); }
 
 int tr_current_dev_index(void) {
+    uint64_t epoch = atomic_load_explicit(&ctx_epoch, memory_order_acquire);
     CUcontext ctx = NULL;
     if (REAL_FN(cuCtxGetCurrent)(&ctx) != CUDA_SUCCESS || !ctx) return -2;
-    if (TR_LIKELY(ctx == cached_ctx)) return cached_idx;
+    if (TR_LIKELY(ctx == cached_ctx && epoch == cached_epoch)) return cached_idx;
     CUdevice dev;
     if (REAL_FN(cuCtxGetDevice)(&dev) != CUDA_SUCCESS) return -1;
     cached_idx = tr_dev_index(dev);
     cached_ctx = ctx;
+    cached_epoch = epoch;
     return cached_idx;
 }
 

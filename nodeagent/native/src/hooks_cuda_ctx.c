@@ -3,7 +3,10 @@
  * the measured growth across the creation, taken once per primary context per process and
  * per explicitly created context: of this process's own use as NVML lists it (exact even
  * while other processes allocate), or, where NVML cannot show our pid (a PID namespace without
- * the host's pids), of the whole device's use.
+ * the host's pids), of the whole device's use. Never less than the device's context floor from
+ * the slice config (what a context of that GPU model measured at the node agent's discovery):
+ * a measurement can only come out low (another thread freed memory meanwhile, NVML missing),
+ * and a context charged less than it holds would let the tenant past the cap.
  */
 #include <unistd.h>
 #define _GNU_SOURCE
@@ -51,10 +54,14 @@ static usage_t phys_used(CUdevice dev) {
     return u;
 }
 
-/* A process not listed before its first context simply had nothing on the device. */
-static uint64_t growth(usage_t before, usage_t after) {
-    if (after.have_mine) return after.mine > before.mine ? after.mine - before.mine : 0;
-    return after.device > before.device ? after.device - before.device : 0;
+/* A process not listed before its first context simply had nothing on the device. The floor
+ * bounds the charge from below whatever the measurement says. */
+static uint64_t growth(usage_t before, usage_t after, int idx) {
+    uint64_t g;
+    if (after.have_mine) g = after.mine > before.mine ? after.mine - before.mine : 0;
+    else g = after.device > before.device ? after.device - before.device : 0;
+    uint64_t floor = tr_cfg.devices[idx].context_floor_bytes;
+    return g > floor ? g : floor;
 }
 
 TR_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
@@ -71,9 +78,10 @@ TR_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
     if (r == CUDA_SUCCESS) {
         primary_refs[dev]++;
         if (first) {
-            uint64_t delta = growth(before, phys_used(dev));
+            uint64_t delta = growth(before, phys_used(dev), idx);
             if (delta && tr_mem_reserve(idx, delta) != 0) {
                 REAL_FN(cuDevicePrimaryCtxRelease_v2)(dev);
+                tr_ctx_gone();
                 primary_refs[dev]--;
                 r = CUDA_ERROR_OUT_OF_MEMORY;
             } else {
@@ -93,6 +101,7 @@ TR_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
     CUresult r = REAL_FN(cuDevicePrimaryCtxRelease_v2)(dev);
     tr_guard--;
     if (r == CUDA_SUCCESS && primary_refs[dev] > 0 && --primary_refs[dev] == 0) {
+        tr_ctx_gone();
         int idx;
         uint64_t size;
         if (tr_track_take(TR_K_CTX, (uint64_t)dev, &idx, &size) == 0 && size)
@@ -109,6 +118,7 @@ TR_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
     tr_guard++;
     CUresult r = REAL_FN(cuDevicePrimaryCtxReset_v2)(dev);
     tr_guard--;
+    if (r == CUDA_SUCCESS) tr_ctx_gone();
     if (r == CUDA_SUCCESS && primary_refs[dev] > 0) {
         int idx;
         uint64_t size;
@@ -176,10 +186,11 @@ static CUresult ctx_create(void *out, const ctx_args_t *a, CUdevice dev) {
     CUresult r = real_ctx_create(out, a, dev);
     if (r == CUDA_SUCCESS) {
         void *handle = green ? (void *)*(CUgreenCtx *)out : (void *)*(CUcontext *)out;
-        uint64_t delta = growth(before, phys_used(dev));
+        uint64_t delta = growth(before, phys_used(dev), idx);
         if (delta && tr_mem_reserve(idx, delta) != 0) {
             if (green) REAL_FN(cuGreenCtxDestroy)((CUgreenCtx)handle);
             else REAL_FN(cuCtxDestroy_v2)((CUcontext)handle);
+            tr_ctx_gone();
             r = CUDA_ERROR_OUT_OF_MEMORY;
         } else {
             tr_track_put(TR_K_CTX, ctx_key(handle, green), idx, delta);
@@ -196,6 +207,7 @@ static CUresult ctx_destroy(CUresult (*destroy)(void *), void *handle, int green
     tr_guard++;
     CUresult r = destroy(handle);
     tr_guard--;
+    if (r == CUDA_SUCCESS) tr_ctx_gone();
     int idx;
     uint64_t size;
     if (r == CUDA_SUCCESS && tr_track_take(TR_K_CTX, ctx_key(handle, green), &idx, &size) == 0 &&

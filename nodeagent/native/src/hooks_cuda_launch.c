@@ -237,9 +237,32 @@ TR_EXPORT CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunctio
                 kernelParams, extra);
 }
 
+/* A graph launch may also back the graph's memory-allocation nodes: charged around the call
+ * (hooks_cuda_graph.c), refused with CUDA_ERROR_OUT_OF_MEMORY over the cap. */
+static CUresult graph_launch(CUgraphExec e, CUstream s, int ptsz) {
+    CUresult (*real)(CUgraphExec, CUstream) =
+        ptsz ? REAL_FN(cuGraphLaunch_ptsz) : REAL_FN(cuGraphLaunch);
+    if (tr_guard) return real(e, s);
+    launch_t l;
+    CUresult r = pre_launch((uintptr_t)e, s, ptsz, &l);
+    if (r != CUDA_SUCCESS) return r;
+    tr_commit_t c;
+    r = tr_graph_commit_begin(e, &c);
+    if (r != CUDA_SUCCESS) {
+        post_launch(&l, r);
+        return r;
+    }
+    tr_guard++;
+    r = real(e, s);
+    tr_guard--;
+    tr_graph_commit_end(&c, r);
+    post_launch(&l, r);
+    return r;
+}
+
 TR_EXPORT CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream) {
-    LAUNCH_HOOK(cuGraphLaunch, hGraphExec, hStream, 0, hGraphExec, hStream);
+    return graph_launch(hGraphExec, hStream, 0);
 }
 TR_EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream) {
-    LAUNCH_HOOK(cuGraphLaunch_ptsz, hGraphExec, hStream, 1, hGraphExec, hStream);
+    return graph_launch(hGraphExec, hStream, 1);
 }

@@ -91,6 +91,10 @@ static int same_base(const char *base, const char *symbol, long len) {
  * variant of a hooked base name that none of our hooks covers (a newer driver's _vN) is
  * refused: NULL, fail closed. */
 void *tr_hook_substitute(const char *symbol, void *real) {
+    /* The driver may answer a base name with an entry point listed under another one (CUDA 12
+     * answers "cuGraphInstantiate" with cuGraphInstantiateWithFlags): the pointer decides. */
+    for (int i = 0; i < HOOK_COUNT; i++)
+        if (tr_real[hook_table[i].id] == real) return hook_table[i].hook;
     long len = base_length(symbol);
     int known_base = 0;
     for (int i = 0; i < HOOK_COUNT; i++) {

@@ -47,8 +47,24 @@ void *tr_real_dlsym(void *handle, const char *symbol);
 void *tr_hook_substitute(const char *symbol, void *real);
 
 /* Process-local bookkeeping of what each handle was charged (hooks_cuda_mem.c). */
-enum tr_kind { TR_K_PTR = 1, TR_K_VMM, TR_K_ARRAY, TR_K_MIPMAP, TR_K_POOL, TR_K_CTX, TR_K_ASYNC };
+/* TR_K_VMM, TR_K_GEXEC: the size field holds a pointer to the hook file's own record;
+ * TR_K_ASYNC: the pool; TR_K_POOLDEV: the pool's device, size unused. */
+enum tr_kind { TR_K_PTR = 1, TR_K_VMM, TR_K_ARRAY, TR_K_MIPMAP, TR_K_POOL, TR_K_CTX, TR_K_ASYNC,
+               TR_K_POOLDEV, TR_K_GEXEC };
 void tr_track_put(int kind, uint64_t key, int dev, uint64_t size);
 int tr_track_take(int kind, uint64_t key, int *dev, uint64_t *size);
 int tr_track_get(int kind, uint64_t key, int *dev, uint64_t *size);
+
+/* Graph memory (hooks_cuda_graph.c): reserve what launching or uploading exec e may back
+ * beyond its device's graph pool (CUDA_ERROR_OUT_OF_MEMORY over the cap), then settle to what
+ * the pool holds once the driver returned r. Begin and end always come in pairs on success. */
+typedef struct {
+    void *rec;
+    uint64_t need[TR_MAX_DEVICES];
+} tr_commit_t;
+CUresult tr_graph_commit_begin(CUgraphExec e, tr_commit_t *c);
+void tr_graph_commit_end(tr_commit_t *c, CUresult r);
+/* A context went away (hooks_cuda_ctx.c): per-thread context caches must look again, since
+ * its address may come back as another device's context. */
+void tr_ctx_gone(void);
 #endif

@@ -1,7 +1,7 @@
 /*
  * Tries to take more device memory than the slice through entry points other than the _v2
  * allocation calls: the legacy v1 calls, cuCtxCreate_v3/_v4, green contexts, graph memory
- * nodes and async allocations on a capturing stream, each reached three ways (HOW): linked
+ * nodes and async allocations on a capturing stream (graphs launched), each reached three ways (HOW): linked
  * directly, through dlopen("libcuda.so.1") + dlsym, and through cuGetProcAddress with the
  * cudaVersion that selects that variant. And to run kernels outside the compute budget by
  * launching on an explicit stream with no context current (nocontext). Usage:
@@ -79,6 +79,8 @@ typedef CUresult (*launch_fn)(CUfunction, unsigned int, unsigned int, unsigned i
                               unsigned int, unsigned int, unsigned int, CUstream, void **,
                               void **);
 typedef CUresult (*total1_fn)(unsigned int *, CUdevice);
+typedef CUresult (*inst_fn)(CUgraphExec *, CUgraph, unsigned long long);
+typedef CUresult (*graph_launch_fn)(CUgraphExec, CUstream);
 
 #define ATTEMPTS 4
 #define CTX_ATTEMPTS 20
@@ -162,25 +164,71 @@ int main(int argc, char **argv) {
         }
         printf("phys_peak=%llu\n", (unsigned long long)phys_used());
         for (int i = 0; i < n; i++) CHECK(((green_destroy_fn)destroy)(made[i]));
-    } else if (!strcmp(path, "capture")) {
-        void *f = entry("cuMemAllocAsync", "cuMemAllocAsync", 11020, (void *)&cuMemAllocAsync);
-        EXPECT(f != NULL);
+    } else if (!strcmp(path, "capture") || !strcmp(path, "graph") || !strcmp(path, "graphnode")) {
+        /* Graph memory: each attempt builds a graph with one 40 MiB allocation node (captured
+         * from cuMemAllocAsync + cuMemFreeAsync, or added as a node), instantiates it and
+         * launches it; the execs stay alive, so their memory stays in the graph pool. Codes:
+         * the allocation's, then the launch's. */
+        void *alloc = entry("cuMemAllocAsync", "cuMemAllocAsync", 11020, (void *)&cuMemAllocAsync);
+        void *memnode = entry("cuGraphAddMemAllocNode", "cuGraphAddMemAllocNode", 11040,
+                              (void *)&cuGraphAddMemAllocNode);
+        void *addnode = entry("cuGraphAddNode", "cuGraphAddNode", 12020, (void *)&cuGraphAddNode);
+        void *inst = entry("cuGraphInstantiateWithFlags", "cuGraphInstantiate", 12000,
+                           (void *)&cuGraphInstantiateWithFlags);
+        void *launch = entry("cuGraphLaunch", "cuGraphLaunch", 10000, (void *)&cuGraphLaunch);
+        EXPECT(alloc && memnode && addnode && inst && launch);
         CUstream s;
-        CUgraph g;
         CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
-        CHECK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_RELAXED));
+        CUgraph graphs[ATTEMPTS];
+        CUgraphExec execs[ATTEMPTS];
         for (int i = 0; i < ATTEMPTS; i++) {
-            CUdeviceptr p;
-            RECORD(((alloc_async_fn)f)(&p, 40 * MiB, s));
+            CUgraph g;
+            CUgraphNode n;
+            CUresult ra;
+            if (!strcmp(path, "capture")) {
+                CUdeviceptr p = 0;
+                CHECK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_RELAXED));
+                ra = ((alloc_async_fn)alloc)(&p, 40 * MiB, s);
+                if (ra == CUDA_SUCCESS) CHECK(cuMemFreeAsync(p, s));
+                CHECK(cuStreamEndCapture(s, &g));
+            } else {
+                CUDA_MEM_ALLOC_NODE_PARAMS a;
+                memset(&a, 0, sizeof a);
+                a.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+                a.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+                a.poolProps.location.id = dev;
+                a.bytesize = 40 * MiB;
+                CUgraphNodeParams np;
+                memset(&np, 0, sizeof np);
+                np.type = CU_GRAPH_NODE_TYPE_MEM_ALLOC;
+                np.alloc.poolProps = a.poolProps;
+                np.alloc.bytesize = a.bytesize;
+                CHECK(cuGraphCreate(&g, 0));
+                ra = !strcmp(path, "graphnode") ? ((addnode_fn)addnode)(&n, g, NULL, 0, &np)
+                                                : ((memnode_fn)memnode)(&n, g, NULL, 0, &a);
+            }
+            RECORD(ra);
+            CHECK(((inst_fn)inst)(&execs[i], g, 0));
+            RECORD(((graph_launch_fn)launch)(execs[i], s));
+            graphs[i] = g;
         }
-        CHECK(cuStreamEndCapture(s, &g));
-        printf("phys_peak=%llu\n", (unsigned long long)phys_used());
-        CHECK(cuGraphDestroy(g));
-        /* Outside capture the same call is charged as usual. */
-        CUdeviceptr p;
-        CHECK(((alloc_async_fn)f)(&p, MiB, s));
-        CHECK(cuMemFreeAsync(p, s));
         CHECK(cuStreamSynchronize(s));
+        printf("phys_peak=%llu\n", (unsigned long long)phys_used());
+        for (int i = 0; i < ATTEMPTS; i++) {
+            CHECK(cuGraphExecDestroy(execs[i]));
+            CHECK(cuGraphDestroy(graphs[i]));
+        }
+        /* The graph pool keeps its memory after the graphs are gone, until trimmed. */
+        size_t kept_free = 0, kept_total = 0;
+        CHECK(cuMemGetInfo_v2(&kept_free, &kept_total));
+        printf("kept_phys=%llu kept_free=%zu\n", (unsigned long long)phys_used(), kept_free);
+        CHECK(cuDeviceGraphMemTrim(dev));
+        if (!strcmp(path, "capture")) { /* outside capture the same call is charged as usual */
+            CUdeviceptr p;
+            CHECK(((alloc_async_fn)alloc)(&p, MiB, s));
+            CHECK(cuMemFreeAsync(p, s));
+            CHECK(cuStreamSynchronize(s));
+        }
     } else if (!strcmp(path, "nocontextpool")) {
         void *f = entry("cuMemAllocFromPoolAsync", "cuMemAllocFromPoolAsync", 11020,
                         (void *)&cuMemAllocFromPoolAsync);
@@ -212,31 +260,6 @@ int main(int argc, char **argv) {
             RECORD(((launch_fn)f)(fn, 1, 1, 1, 1, 1, 1, 0, s, params, NULL));
         CHECK(cuCtxSetCurrent(primary));
         CHECK(cuStreamSynchronize(s));
-    } else if (!strcmp(path, "graph") || !strcmp(path, "graphnode")) {
-        int node = !strcmp(path, "graphnode");
-        void *f = node ? entry("cuGraphAddNode", "cuGraphAddNode", 12020, (void *)&cuGraphAddNode)
-                       : entry("cuGraphAddMemAllocNode", "cuGraphAddMemAllocNode", 11040,
-                               (void *)&cuGraphAddMemAllocNode);
-        EXPECT(f != NULL);
-        CUgraph g;
-        CHECK(cuGraphCreate(&g, 0));
-        for (int i = 0; i < ATTEMPTS; i++) {
-            CUgraphNode n;
-            CUDA_MEM_ALLOC_NODE_PARAMS a;
-            memset(&a, 0, sizeof a);
-            a.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
-            a.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-            a.poolProps.location.id = dev;
-            a.bytesize = 40 * MiB;
-            CUgraphNodeParams np;
-            memset(&np, 0, sizeof np);
-            np.type = CU_GRAPH_NODE_TYPE_MEM_ALLOC;
-            np.alloc.poolProps = a.poolProps;
-            np.alloc.bytesize = a.bytesize;
-            RECORD(node ? ((addnode_fn)f)(&n, g, NULL, 0, &np) : ((memnode_fn)f)(&n, g, NULL, 0, &a));
-        }
-        printf("phys_peak=%llu\n", (unsigned long long)phys_used());
-        CHECK(cuGraphDestroy(g));
     } else if (!strcmp(path, "info")) {
         void *fi = entry("cuMemGetInfo", "cuMemGetInfo", 2000, (void *)&cuMemGetInfo);
         void *ft = entry("cuDeviceTotalMem", "cuDeviceTotalMem", 2000, (void *)&cuDeviceTotalMem);

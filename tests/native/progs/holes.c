@@ -1,0 +1,263 @@
+/*
+ * Holes found by the issue #13 attack runs, each tried through an entry point found three ways
+ * (HOW: direct, dlsym, getproc). Usage: holes CASE HOW
+ *   ctxrace     20 contexts created while another thread allocates and frees in a loop
+ *   ctxmany     20 contexts, nothing else running (run without libnvidia-ml.so.1 loadable)
+ *   poolstrand  8 GiB from the default pool with the release threshold at max, then from a
+ *               created pool: refused, and the pools must not stay grown
+ *   pooldev1    6 x 16 MiB from a pool created on device 1 while device 0's context is current
+ *   asyncdev1   6 x 16 MiB cuMemAllocAsync on a stream of device 1's context, device 0 current
+ *   ctxreuse    a device-1 context at the address of a destroyed device-0 context allocates
+ *   vmmhost     20 x 256 MiB cuMemCreate located in host memory, then one of an unknown type
+ *   vmmmapped   a mapped 32 MiB handle released, then 32 MiB allocated; unmapped, again
+ * Prints "RESULT codes=<CUresults> phys0=<bytes this process holds on device 0 by NVML>
+ * phys1=<same, device 1> free=<cuMemGetInfo_v2 free on device 0>"; phys is "none" when NVML
+ * cannot be loaded.
+ */
+#include "common.h"
+
+#include <dlfcn.h>
+#include <nvml.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <unistd.h>
+
+#define MiB (1ull << 20)
+
+static const char *how = "direct";
+
+static void *entry(const char *name, const char *base, int version, void *direct) {
+    if (!strcmp(how, "direct")) return direct;
+    if (!strcmp(how, "dlsym")) {
+        void *h = dlopen("libcuda.so.1", RTLD_NOW);
+        return h ? dlsym(h, name) : NULL;
+    }
+    void *p = NULL;
+    CUdriverProcAddressQueryResult st;
+    if (cuGetProcAddress_v2(base, &p, version, 0, &st) != CUDA_SUCCESS) return NULL;
+    return p;
+}
+
+static long long phys(unsigned index) {
+    void *h = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+    if (!h) return -1;
+    nvmlReturn_t (*init)(void) = (nvmlReturn_t(*)(void))dlsym(h, "nvmlInit_v2");
+    nvmlReturn_t (*byidx)(unsigned, nvmlDevice_t *) =
+        (nvmlReturn_t(*)(unsigned, nvmlDevice_t *))dlsym(h, "nvmlDeviceGetHandleByIndex_v2");
+    nvmlReturn_t (*procs)(nvmlDevice_t, unsigned *, nvmlProcessInfo_t *) =
+        (nvmlReturn_t(*)(nvmlDevice_t, unsigned *, nvmlProcessInfo_t *))dlsym(
+            h, "nvmlDeviceGetComputeRunningProcesses_v3");
+    nvmlDevice_t d;
+    nvmlProcessInfo_t info[64];
+    unsigned n = 64;
+    if (!init || !byidx || !procs || init() != NVML_SUCCESS || byidx(index, &d) != NVML_SUCCESS ||
+        procs(d, &n, info) != NVML_SUCCESS)
+        return -1;
+    for (unsigned i = 0; i < n; i++)
+        if (info[i].pid == (unsigned)getpid()) return (long long)info[i].usedGpuMemory;
+    return 0;
+}
+
+typedef CUresult (*ctx2_fn)(CUcontext *, unsigned int, CUdevice);
+typedef CUresult (*alloc_async_fn)(CUdeviceptr *, size_t, CUstream);
+typedef CUresult (*pool_alloc_fn)(CUdeviceptr *, size_t, CUmemoryPool, CUstream);
+typedef CUresult (*create_fn)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
+                              unsigned long long);
+typedef CUresult (*release_fn)(CUmemGenericAllocationHandle);
+typedef CUresult (*alloc_fn)(CUdeviceptr *, size_t);
+
+static volatile int churn_stop;
+static _Atomic unsigned long churned;
+static CUcontext churn_ctx;
+
+/* Allocate and free in a loop: the process's own usage keeps dropping while contexts are made. */
+static void *churn(void *arg) {
+    (void)arg;
+    cuCtxSetCurrent(churn_ctx);
+    while (!churn_stop) {
+        CUdeviceptr p;
+        if (cuMemAlloc_v2(&p, 16 * MiB) == CUDA_SUCCESS) {
+            cuMemFree_v2(p);
+            churned++;
+        }
+    }
+    return NULL;
+}
+
+static CUmemAllocationProp vmm_prop(CUmemLocationType type, int id) {
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof prop);
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = type;
+    prop.location.id = id;
+    return prop;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 3) return 2;
+    const char *what = argv[1];
+    how = argv[2];
+    CUdevice dev;
+    CUcontext primary;
+    CHECK(open_device(0, &dev));
+    CHECK(cuCtxGetCurrent(&primary));
+    char codes[1024] = "";
+    size_t len = 0;
+#define RECORD(r) len += (size_t)snprintf(codes + len, sizeof codes - len, "%s%d", len ? "," : "", (int)(r))
+
+    if (!strcmp(what, "ctxrace") || !strcmp(what, "ctxmany")) {
+        ctx2_fn create = (ctx2_fn)entry("cuCtxCreate_v2", "cuCtxCreate", 3020, (void *)&cuCtxCreate_v2);
+        EXPECT(create != NULL);
+        pthread_t t;
+        int race = !strcmp(what, "ctxrace");
+        churn_ctx = primary;
+        /* Rounds of 20 contexts (racing: 50 rounds, so the frees land in many creations). */
+        size_t least = (size_t)-1;
+        int rounds = race ? 50 : 1, n = 0;
+        for (int round = 0; round < rounds; round++) {
+            CUcontext made[20];
+            n = 0;
+            len = 0;
+            if (race) { /* the churn really runs before the contexts come */
+                churn_stop = 0;
+                churned = 0;
+                EXPECT(pthread_create(&t, NULL, churn, NULL) == 0);
+                while (churned < 200) sched_yield();
+            }
+            for (int i = 0; i < 20; i++) {
+                CUcontext c = NULL;
+                CUresult r = create(&c, 0, dev);
+                RECORD(r);
+                if (r == CUDA_SUCCESS) made[n++] = c;
+                CHECK(cuCtxSetCurrent(primary));
+            }
+            if (race) {
+                churn_stop = 1;
+                pthread_join(t, NULL);
+            }
+            size_t f = 0, tot = 0;
+            CHECK(cuMemGetInfo_v2(&f, &tot));
+            if (round == rounds - 1) printf("charged_all=%zu\n", tot - f);
+            /* What each context was charged: what its destroy gives back. */
+            for (int i = 0; i < n; i++) {
+                size_t before = 0, after = 0;
+                CHECK(cuCtxSetCurrent(primary));
+                CHECK(cuMemGetInfo_v2(&before, &tot));
+                CHECK(cuCtxDestroy_v2(made[i]));
+                CHECK(cuCtxSetCurrent(primary));
+                CHECK(cuMemGetInfo_v2(&after, &tot));
+                if (after - before < least) least = after - before;
+            }
+        }
+        printf("least_charge=%zu\n", n ? least : 0);
+    } else if (!strcmp(what, "poolstrand")) {
+        alloc_async_fn alloc =
+            (alloc_async_fn)entry("cuMemAllocAsync", "cuMemAllocAsync", 11020, (void *)&cuMemAllocAsync);
+        pool_alloc_fn from = (pool_alloc_fn)entry("cuMemAllocFromPoolAsync", "cuMemAllocFromPoolAsync",
+                                                  11020, (void *)&cuMemAllocFromPoolAsync);
+        EXPECT(alloc && from);
+        CUstream s;
+        CUmemoryPool def, made;
+        cuuint64_t max = ~0ull;
+        CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+        CHECK(cuDeviceGetDefaultMemPool(&def, dev));
+        CHECK(cuMemPoolSetAttribute(def, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &max));
+        CUmemPoolProps props;
+        memset(&props, 0, sizeof props);
+        props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+        props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        props.location.id = dev;
+        CHECK(cuMemPoolCreate(&made, &props));
+        CHECK(cuMemPoolSetAttribute(made, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &max));
+        CUdeviceptr p;
+        RECORD(alloc(&p, 8192 * MiB, s));
+        RECORD(from(&p, 8192 * MiB, made, s));
+        /* Within the slice it still works, and stays charged while the pool holds it. */
+        RECORD(alloc(&p, 16 * MiB, s));
+        CHECK(cuMemFreeAsync(p, s));
+        CHECK(cuStreamSynchronize(s));
+        cuuint64_t r1 = 0, r2 = 0;
+        CHECK(cuMemPoolGetAttribute(def, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &r1));
+        CHECK(cuMemPoolGetAttribute(made, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &r2));
+        printf("reserved_default=%llu reserved_made=%llu\n", (unsigned long long)r1,
+               (unsigned long long)r2);
+    } else if (!strcmp(what, "pooldev1") || !strcmp(what, "asyncdev1")) {
+        CUstream s;
+        CUmemoryPool pool = NULL;
+        if (!strcmp(what, "pooldev1")) {
+            CUmemPoolProps props;
+            memset(&props, 0, sizeof props);
+            props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+            props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+            props.location.id = 1;
+            CHECK(cuMemPoolCreate(&pool, &props));
+            CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+        } else {
+            CUcontext other;
+            CHECK(cuDevicePrimaryCtxRetain(&other, 1));
+            CHECK(cuCtxSetCurrent(other));
+            CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+            CHECK(cuCtxSetCurrent(primary));
+        }
+        pool_alloc_fn from = (pool_alloc_fn)entry("cuMemAllocFromPoolAsync", "cuMemAllocFromPoolAsync",
+                                                  11020, (void *)&cuMemAllocFromPoolAsync);
+        alloc_async_fn alloc =
+            (alloc_async_fn)entry("cuMemAllocAsync", "cuMemAllocAsync", 11020, (void *)&cuMemAllocAsync);
+        EXPECT(from && alloc);
+        for (int i = 0; i < 6; i++) {
+            CUdeviceptr p;
+            RECORD(pool ? from(&p, 16 * MiB, pool, s) : alloc(&p, 16 * MiB, s));
+        }
+    } else if (!strcmp(what, "ctxreuse")) {
+        ctx2_fn create = (ctx2_fn)entry("cuCtxCreate_v2", "cuCtxCreate", 3020, (void *)&cuCtxCreate_v2);
+        alloc_fn alloc = (alloc_fn)entry("cuMemAlloc_v2", "cuMemAlloc", 3020, (void *)&cuMemAlloc_v2);
+        EXPECT(create && alloc);
+        CUcontext a, b;
+        CUdeviceptr p;
+        CHECK(create(&a, 0, dev));
+        CHECK(cuCtxSetCurrent(a));
+        CHECK(alloc(&p, MiB)); /* device 0, in the slice: the thread now knows context a */
+        CHECK(cuMemFree_v2(p));
+        CHECK(cuCtxDestroy_v2(a));
+        CHECK(create(&b, 0, 1));
+        CHECK(cuCtxSetCurrent(b));
+        printf("reused=%d\n", a == b);
+        RECORD(alloc(&p, 32 * MiB)); /* device 1, outside the slice */
+        CHECK(cuCtxSetCurrent(primary));
+    } else if (!strcmp(what, "vmmhost")) {
+        create_fn create = (create_fn)entry("cuMemCreate", "cuMemCreate", 10020, (void *)&cuMemCreate);
+        EXPECT(create != NULL);
+        CUmemAllocationProp host = vmm_prop(CU_MEM_LOCATION_TYPE_HOST, 0);
+        CUmemAllocationProp numa = vmm_prop(CU_MEM_LOCATION_TYPE_HOST_NUMA, 0);
+        CUmemAllocationProp odd = vmm_prop((CUmemLocationType)0x7, 0);
+        CUmemGenericAllocationHandle h;
+        for (int i = 0; i < 20; i++) RECORD(create(&h, 256 * MiB, i % 2 ? &numa : &host, 0));
+        printf("host_phys0=%lld\n", phys(0));
+        RECORD(create(&h, 256 * MiB, &odd, 0));
+    } else if (!strcmp(what, "vmmmapped")) {
+        create_fn create = (create_fn)entry("cuMemCreate", "cuMemCreate", 10020, (void *)&cuMemCreate);
+        release_fn release = (release_fn)entry("cuMemRelease", "cuMemRelease", 10020, (void *)&cuMemRelease);
+        EXPECT(create && release);
+        CUmemAllocationProp prop = vmm_prop(CU_MEM_LOCATION_TYPE_DEVICE, dev);
+        CUmemGenericAllocationHandle h;
+        CUdeviceptr va, p;
+        CHECK(create(&h, 32 * MiB, &prop, 0));
+        CHECK(cuMemAddressReserve(&va, 32 * MiB, 0, 0, 0));
+        CHECK(cuMemMap(va, 32 * MiB, 0, h, 0));
+        CHECK(release(h));
+        RECORD(cuMemAlloc_v2(&p, 32 * MiB)); /* the mapped memory is still on the card */
+        printf("mapped_phys0=%lld\n", phys(0));
+        CHECK(cuMemUnmap(va, 32 * MiB));
+        RECORD(cuMemAlloc_v2(&p, 32 * MiB)); /* now it is gone */
+        CHECK(cuMemFree_v2(p));
+        CHECK(cuMemAddressFree(va, 32 * MiB));
+    } else {
+        printf("FAIL unknown case %s\n", what);
+        return 2;
+    }
+    size_t free = 0, total = 0;
+    CHECK(cuMemGetInfo_v2(&free, &total));
+    printf("RESULT codes=%s phys0=%lld phys1=%lld free=%zu\n", codes, phys(0), phys(1), free);
+    return 0;
+}

@@ -66,6 +66,8 @@ def simulate_node_gpus(opts: Options) -> dict[str, str]:
     os.environ.update({k: v for k, v in env.items() if k.startswith("SIMGPU")})
     # pynvml dlopens "libnvidia-ml.so.1"; loading simgpu's first makes that name resolve to it.
     ctypes.CDLL(str(SIMGPU_DIR / "libnvidia-ml.so.1"), mode=ctypes.RTLD_GLOBAL)
+    # Likewise libcuda.so.1, which discovery uses to measure a context's footprint.
+    ctypes.CDLL(str(SIMGPU_DIR / "libcuda.so.1"), mode=ctypes.RTLD_GLOBAL)
     return env
 
 

@@ -6,12 +6,13 @@ import json
 import os
 import stat
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from nodeagent import sliceconfig as sc
-from tests.native.conftest import Build
+from tests.native.conftest import CONTEXT_MIB, ROOT, Build, GpuBox
 
 GOOD = sc.SliceConfig(
     claim="team-a/claim-7",
@@ -104,9 +105,55 @@ def test_c_parser_follows_the_shared_grammar(tmp_path: Path, any_build: Build) -
         elif accepted:
             py = sc.read(path)
             want = [f"ok claim={py.claim} devices={len(py.devices)}"] + [
-                f"device {j} {d.uuid} {d.memory_bytes} {d.compute_percent}"
+                f"device {j} {d.uuid} {d.memory_bytes} {d.compute_percent} "
+                f"{d.context_floor_bytes}"
                 for j, d in enumerate(py.devices)
             ]
             if proc.stdout.splitlines() != want:
                 wrong.append(f"{case['name']}: C read {proc.stdout!r}, Python {want!r}")
     assert not wrong, "\n".join(wrong)
+
+
+def test_context_floor_is_required_and_positive_on_both_sides(box: GpuBox) -> None:
+    """The floor that keeps context charges from failing open: the agent always writes it, and
+    the Python and C parsers refuse a file without it (or with 0) with the same words. The
+    shared grammar cases (sliceconfig_cases.json) cover the rest."""
+    c = box.container("c", [(0, 64 << 20, 100)])
+    text = c.config_path.read_text()
+    assert "device.0.context_floor_bytes = 4194304" in text
+    bad = c.config_path.parent / "bad.conf"
+    c.env["TRANCHE_SLICE_CONFIG"] = str(bad)
+    for broken, message in [
+        ("\n".join(ln for ln in text.splitlines() if "context_floor" not in ln), "needs uuid"),
+        (
+            text.replace("context_floor_bytes = 4194304", "context_floor_bytes = 0"),
+            "context_floor_bytes must be an integer 1..2^64-1",
+        ),
+    ]:
+        bad.write_text(broken + "\n")
+        with pytest.raises(sc.SliceConfigError, match=message):
+            sc.parse(broken)
+        proc = box.run(c, "probe", "info")
+        assert proc.returncode != 0
+        assert message in proc.stderr or message in proc.stdout, proc.stdout + proc.stderr
+    with pytest.raises(sc.SliceConfigError, match="context_floor_bytes"):
+        sc.DeviceSlice("GPU-1", 1, 1, 0)
+
+
+def test_discovery_measures_a_context_like_the_core(box: GpuBox) -> None:
+    """nodeagent.discovery.measure_context_bytes on simgpu: the simulated context footprint."""
+    script = (
+        "from nodeagent import discovery; from tests.native.conftest import sim_uuid; "
+        "print(discovery.measure_context_bytes(sim_uuid(1)))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script],
+        env=box.base_env(),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert int(proc.stdout) == CONTEXT_MIB << 20

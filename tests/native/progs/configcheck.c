@@ -21,7 +21,8 @@ int main(int argc, char **argv) {
     }
     printf("ok claim=%s devices=%d\n", cfg.claim, cfg.device_count);
     for (int i = 0; i < cfg.device_count; i++)
-        printf("device %d %s %llu %u\n", i, cfg.devices[i].uuid,
-               (unsigned long long)cfg.devices[i].memory_bytes, cfg.devices[i].compute_percent);
+        printf("device %d %s %llu %u %llu\n", i, cfg.devices[i].uuid,
+               (unsigned long long)cfg.devices[i].memory_bytes, cfg.devices[i].compute_percent,
+               (unsigned long long)cfg.devices[i].context_floor_bytes);
     return 0;
 }

@@ -6,7 +6,11 @@ each and the difference. The slice has a 100 % compute share: below that, the la
 zero-length kernels is (rightly) throttled, and the wait is the product, not overhead.
 Goals: <= 50 ns added per launch, <= 200 ns per alloc+free pair.
 
-    .venv/bin/python bench/native_overhead.py [--rounds 5] [--iters 200000]
+    .venv/bin/python bench/native_overhead.py [--rounds 5] [--iters 200000] [--baseline LIB]
+
+--baseline LIB adds a third column: another build of libtranche-test.so (e.g. the previous
+commit's; a test variant, since the bench gives each run its own config and region paths)
+run in the same alternation, so a change's cost is seen side by side with the goal.
 
 Figures are printed and written to bench/results/native_overhead.{txt,json}.
 """
@@ -37,23 +41,26 @@ GOALS = {
 SIM_UUID0 = "GPU-51a1a7ed-0000-4000-8000-000000000000"
 
 
-def _env(tmp: Path, percent: int | None) -> dict[str, str]:
+# The test variant: the same hooks, but it takes the two paths from the environment (the
+# shipped core reads only the fixed in-container paths).
+CORE = BUILD / "libtranche-test.so"
+
+
+def _env(tmp: Path, percent: int | None, lib: Path = CORE) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TRANCHE_", "LD_PRELOAD"))}
     env.update(SIMGPU_STATE=str(tmp / "state"), LD_LIBRARY_PATH=str(BUILD / "simgpu"))
     if percent is not None:
         cfg = sliceconfig.SliceConfig(
             "bench/overhead", (sliceconfig.DeviceSlice(SIM_UUID0, 16 << 30, percent),)
         )
-        conf = tmp / f"slice{percent}.conf"
+        conf = tmp / f"slice-{lib.parent.name}.conf"
         sliceconfig.write(conf, cfg)
-        region = tmp / f"region{percent}"
+        region = tmp / f"region-{lib.parent.name}"
         region.mkdir(exist_ok=True)
         env.update(
             TRANCHE_SLICE_CONFIG=str(conf),
             TRANCHE_REGION_DIR=str(region),
-            # The test variant: the same hooks, but it takes the two paths from the environment
-            # (the shipped core reads only the fixed in-container paths).
-            LD_PRELOAD=str(BUILD / "libtranche-test.so"),
+            LD_PRELOAD=str(lib),
         )
     return env
 
@@ -74,23 +81,34 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--iters", type=int, default=200000)
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
+    ap.add_argument("--baseline", type=Path, help="another libtranche.so to run side by side")
     args = ap.parse_args()
     subprocess.run(["make", "-C", str(NATIVE), "-j2", "all"], check=True, capture_output=True)
-    variants = {"plain": None, "core": 100}
-    samples: dict[str, dict[str, list[float]]] = {v: {} for v in variants}
+    libs = {"plain": None, "core": CORE}
+    if args.baseline:
+        libs["baseline"] = args.baseline.resolve()
+    samples: dict[str, dict[str, list[float]]] = {v: {} for v in libs}
     with tempfile.TemporaryDirectory() as d:
-        envs = {name: _env(Path(d), pct) for name, pct in variants.items()}
+        envs = {
+            name: _env(Path(d), None) if lib is None else _env(Path(d), 100, lib)
+            for name, lib in libs.items()
+        }
         for _ in range(args.rounds):
             for name, env in envs.items():
                 for call, ns in _run(env, args.iters).items():
                     samples[name].setdefault(call, []).append(ns)
     med = {v: {c: statistics.median(x) for c, x in s.items()} for v, s in samples.items()}
-    lines = [f"{'call':32} {'plain ns':>9} {'core ns':>9} {'added':>7}  goal"]
+    extra = "baseline" in med
+    head = f"{'call':32} {'plain ns':>9} {'core ns':>9} {'added':>7}"
+    lines = [head + (f" {'baseline':>9} {'added':>7}" if extra else "") + "  goal"]
     for call, base in med["plain"].items():
         added = med["core"][call] - base
         goal = GOALS.get(call)
         verdict = "" if goal is None else f"<= {goal:.0f} {'ok' if added <= goal else 'MISSED'}"
-        lines.append(f"{call:32} {base:9.1f} {med['core'][call]:9.1f} {added:7.1f}  {verdict}")
+        row = f"{call:32} {base:9.1f} {med['core'][call]:9.1f} {added:7.1f}"
+        if extra:
+            row += f" {med['baseline'][call]:9.1f} {med['baseline'][call] - base:7.1f}"
+        lines.append(f"{row}  {verdict}")
     lines.append(f"(medians of {args.rounds} alternating runs x {args.iters} calls, simulated GPU)")
     report = "\n".join(lines)
     print(report)

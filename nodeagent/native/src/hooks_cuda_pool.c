@@ -15,6 +15,7 @@
  */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <stdatomic.h>
 
 #include "charge.h"
 
@@ -34,12 +35,23 @@ static void remember_pool(CUmemoryPool pool, int dev) {
     tr_track_put(TR_K_POOLDEV, pool_key(pool), dev, 0);
 }
 
+/* Per-thread cache of the last pool's device (a hot path: every async allocation asks). A
+ * destroyed pool's address may come back as another device's pool: destroys bump the epoch. */
+static _Atomic uint64_t pool_epoch = 1;
+static __thread CUmemoryPool cached_pool __attribute__((tls_model("initial-exec")));
+static __thread int cached_pool_dev __attribute__((tls_model("initial-exec")));
+static __thread uint64_t cached_pool_epoch __attribute__((tls_model("initial-exec")));
+
 /* Region device of a pool the program obtained through the core; -1 if unknown or outside
  * the slice, POOL_HOST for host memory. */
 static int pool_device(CUmemoryPool pool) {
+    uint64_t epoch = atomic_load_explicit(&pool_epoch, memory_order_acquire);
+    if (TR_LIKELY(pool == cached_pool && epoch == cached_pool_epoch)) return cached_pool_dev;
     int dev;
     uint64_t unused;
-    return tr_track_get(TR_K_POOLDEV, pool_key(pool), &dev, &unused) == 0 ? dev : -1;
+    if (tr_track_get(TR_K_POOLDEV, pool_key(pool), &dev, &unused) != 0) return -1;
+    cached_pool = pool, cached_pool_dev = dev, cached_pool_epoch = epoch;
+    return dev;
 }
 
 static int location_device(const CUmemLocation *loc) {
@@ -87,6 +99,7 @@ TR_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool) {
     if (r == CUDA_SUCCESS) {
         if (tr_track_take(TR_K_POOL, pool_key(pool), &dev, &charged) == 0) tr_uncharge(dev, charged);
         tr_track_take(TR_K_POOLDEV, pool_key(pool), &dev, &charged);
+        atomic_fetch_add_explicit(&pool_epoch, 1, memory_order_release);
     }
     pthread_mutex_unlock(&pool_mu);
     return r;
@@ -174,7 +187,7 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t size, CUmemoryPool pool, C
         CUresult r = stream_device(rs, &cudev);
         if (r == CUDA_SUCCESS) r = REAL_FN(cuDeviceGetMemPool)(&pool, cudev);
         if (r != CUDA_SUCCESS) return r;
-        remember_pool(pool, tr_dev_index(cudev));
+        if (pool_device(pool) != tr_dev_index(cudev)) remember_pool(pool, tr_dev_index(cudev));
     }
     if (size == 0 || !pool) return call_alloc_async(dptr, size, pool, s, id, from_pool);
     int dev = pool_device(pool);

@@ -23,6 +23,7 @@ def v100(index: int) -> GpuInfo:
         cuda_version="12.4",
         sm_count=80,
         mig_enabled=False,
+        context_bytes=16 * 1024**2,  # what discovery measures on the simgpu the tests configure
     )
 
 

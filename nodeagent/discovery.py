@@ -104,7 +104,7 @@ def discover() -> list[GpuInfo]:
                         lambda h=h: pynvml.nvmlDeviceGetNumGpuCores(h) // 64, 0, "SM count"
                     ),
                     mig_enabled=bool(mig),
-                    context_bytes=measure_context_bytes(_text(pynvml.nvmlDeviceGetUUID(h))),
+                    context_bytes=_context_of_model(_text(pynvml.nvmlDeviceGetName(h)), h),
                 )
             )
         return gpus
@@ -123,6 +123,18 @@ def process_memory(uuid: str) -> dict[int, int]:
         return {int(p.pid): int(p.usedGpuMemory or 0) for p in procs}
     finally:
         pynvml.nvmlShutdown()
+
+
+_measured_by_model: dict[str, int] = {}
+
+
+def _context_of_model(name: str, handle: Any) -> int:
+    """A context's footprint depends on the GPU model (and driver): measured once per model."""
+    import pynvml
+
+    if not _measured_by_model.get(name):
+        _measured_by_model[name] = measure_context_bytes(_text(pynvml.nvmlDeviceGetUUID(handle)))
+    return _measured_by_model[name]
 
 
 def measure_context_bytes(uuid: str) -> int:

@@ -163,3 +163,19 @@ def test_a_released_handle_stays_charged_while_mapped(any_box: GpuBox, how: str)
     assert int(fields["phys0"]) == CTX
     assert int(fields["free"]) == SLICE - CTX
     assert region.read_region(c.region_dir).devices[0].memory_peak <= SLICE
+
+
+# ---- Graph memory committed by an upload, not only by a launch.
+
+
+@pytest.mark.parametrize("how", HOWS)
+def test_graph_upload_and_upload_at_instantiation_are_charged(any_box: GpuBox, how: str) -> None:
+    c = any_box.container("c", [(0, SLICE, 100)])
+    fields = _run(any_box, c, "graphupload", how)
+    # 4 + 24 + 24 MiB fit in 64; a third 24 MiB graph would not.
+    assert _codes(fields) == [0, 0, OOM]
+    assert int(fields["phys_after0"]) == CTX + 24 * MiB
+    assert int(fields["phys_after1"]) == CTX + 48 * MiB
+    assert int(fields["phys_after2"]) == CTX + 48 * MiB
+    assert int(fields["free"]) == SLICE - CTX - 48 * MiB
+    assert region.read_region(c.region_dir).devices[0].memory_peak == CTX + 48 * MiB

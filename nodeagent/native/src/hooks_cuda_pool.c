@@ -203,9 +203,9 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t size, CUmemoryPool pool, C
         return call_alloc_async(dptr, size, pool, s, id, from_pool);
     }
     pthread_mutex_lock(&pool_mu);
-    int pdev;
+    int pdev = -1;
     uint64_t charged = 0;
-    if (tr_track_get(TR_K_POOL, pool_key(pool), &pdev, &charged) != 0) charged = 0;
+    if (tr_track_get(TR_K_POOL, pool_key(pool), &pdev, &charged) != 0) charged = 0, pdev = -1;
     /* Reserve the full size first (admission stays atomic), then settle to the pool's real
      * growth. Over the cap, the pool may still serve it from memory it already holds. */
     if (tr_mem_reserve(dev, size) != 0) {
@@ -244,7 +244,7 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t size, CUmemoryPool pool, C
     }
     uint64_t keep = after > charged ? after : charged;
     tr_mem_settle(dev, held, keep);
-    tr_track_put(TR_K_POOL, pool_key(pool), dev, keep);
+    if (keep != charged || pdev != dev) tr_track_put(TR_K_POOL, pool_key(pool), dev, keep);
     if (r == CUDA_SUCCESS) tr_track_put(TR_K_ASYNC, *dptr, dev, pool_key(pool));
     pthread_mutex_unlock(&pool_mu);
     return r;

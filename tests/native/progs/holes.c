@@ -10,6 +10,8 @@
  *   ctxreuse    a device-1 context at the address of a destroyed device-0 context allocates
  *   vmmhost     20 x 256 MiB cuMemCreate located in host memory, then one of an unknown type
  *   vmmmapped   a mapped 32 MiB handle released, then 32 MiB allocated; unmapped, again
+ *   graphupload three captured 24 MiB graphs: one uploaded (cuGraphUpload), one instantiated
+ *               with CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD, one more uploaded (over the slice)
  * Prints "RESULT codes=<CUresults> phys0=<bytes this process holds on device 0 by NVML>
  * phys1=<same, device 1> free=<cuMemGetInfo_v2 free on device 0>"; phys is "none" when NVML
  * cannot be loaded.
@@ -66,6 +68,8 @@ typedef CUresult (*create_fn)(CUmemGenericAllocationHandle *, size_t, const CUme
                               unsigned long long);
 typedef CUresult (*release_fn)(CUmemGenericAllocationHandle);
 typedef CUresult (*alloc_fn)(CUdeviceptr *, size_t);
+typedef CUresult (*upload_fn)(CUgraphExec, CUstream);
+typedef CUresult (*with_params_fn)(CUgraphExec *, CUgraph, CUDA_GRAPH_INSTANTIATE_PARAMS *);
 
 static volatile int churn_stop;
 static _Atomic unsigned long churned;
@@ -252,6 +256,34 @@ int main(int argc, char **argv) {
         RECORD(cuMemAlloc_v2(&p, 32 * MiB)); /* now it is gone */
         CHECK(cuMemFree_v2(p));
         CHECK(cuMemAddressFree(va, 32 * MiB));
+    } else if (!strcmp(what, "graphupload")) {
+        upload_fn upload = (upload_fn)entry("cuGraphUpload", "cuGraphUpload", 11010, (void *)&cuGraphUpload);
+        with_params_fn with = (with_params_fn)entry("cuGraphInstantiateWithParams",
+                                                    "cuGraphInstantiateWithParams", 12000,
+                                                    (void *)&cuGraphInstantiateWithParams);
+        EXPECT(upload && with);
+        CUstream s;
+        CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+        CUgraphExec e[3];
+        for (int i = 0; i < 3; i++) {
+            CUgraph g;
+            CUdeviceptr p;
+            CHECK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_RELAXED));
+            CHECK(cuMemAllocAsync(&p, 24 * MiB, s));
+            CHECK(cuMemFreeAsync(p, s));
+            CHECK(cuStreamEndCapture(s, &g));
+            if (i == 1) {
+                CUDA_GRAPH_INSTANTIATE_PARAMS ip;
+                memset(&ip, 0, sizeof ip);
+                ip.flags = CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD;
+                ip.hUploadStream = s;
+                RECORD(with(&e[i], g, &ip));
+            } else {
+                CHECK(cuGraphInstantiateWithFlags(&e[i], g, 0));
+                RECORD(upload(e[i], s));
+            }
+            printf("phys_after%d=%lld\n", i, phys(0));
+        }
     } else {
         printf("FAIL unknown case %s\n", what);
         return 2;

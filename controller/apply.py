@@ -36,6 +36,7 @@ KINDS: dict[tuple[str, str], tuple[str, str, bool]] = {
     ("v1", "ConfigMap"): ("/api/v1", "configmaps", True),
     ("v1", "ResourceQuota"): ("/api/v1", "resourcequotas", True),
     ("v1", "LimitRange"): ("/api/v1", "limitranges", True),
+    ("v1", "ServiceAccount"): ("/api/v1", "serviceaccounts", True),
     # Role: none are rendered any more; listed so that those of older versions are pruned.
     ("rbac.authorization.k8s.io/v1", "Role"): ("/apis/rbac.authorization.k8s.io/v1", "roles", True),
     ("rbac.authorization.k8s.io/v1", "ClusterRole"): (

@@ -16,6 +16,7 @@ from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
+from controller.access import tenant_accounts
 from controller.render.spec import Entitlement, PlanLimits, ProductSpec, ProjectSpec
 from portal.catalog.models import Product
 from portal.orders.models import Order, Subscription
@@ -149,6 +150,7 @@ def load_project(
         entitlements=tuple(entitlements),
         limits=plan_limits(project),
         all_products=tuple(products if products is not None else platform_products()),
+        accounts=tenant_accounts(project, suspended),
     )
     return ProjectState(spec, suspended, subscribed, orders, waiting)
 

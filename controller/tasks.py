@@ -1,7 +1,8 @@
 """Thin Celery wrappers: ids in, idempotent reconciles out.
 
-`controller.reconcile_project` is what the portal sends on commit (by name); `controller.resync_all`
-is what beat runs. Both are `acks_late` (a killed worker's message is redelivered) and retry only
+`controller.reconcile_project` is what the portal sends on commit (by name), and
+`controller.retire_namespace` when a project is deleted; `controller.resync_all` is what beat
+runs. All are `acks_late` (a killed worker's message is redelivered) and retry only
 named transient errors, with exponential backoff and jitter. A lost message costs nothing: the
 next resync reconciles every project.
 """
@@ -13,7 +14,7 @@ import logging
 from celery import shared_task
 from django.db import InterfaceError, OperationalError
 
-from controller import reconcile
+from controller import reconcile, retire
 from controller.apply import TransientApiError
 
 log = logging.getLogger(__name__)
@@ -48,3 +49,9 @@ def resync_all() -> dict:
     """Check every project against the cluster (beat); a no-op resync writes nothing."""
     results = reconcile.resync_all()
     return {"projects": len(results), "writes": sum(r.writes for r in results)}
+
+
+@shared_task(name="controller.retire_namespace", **RETRY)
+def retire_namespace(namespace: str) -> dict:
+    """Remove a deleted project's namespace (access objects first); idempotent."""
+    return {"namespace": namespace, "deleted": len(retire.retire_namespace(str(namespace)))}

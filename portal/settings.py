@@ -55,6 +55,7 @@ INSTALLED_APPS = [
     "portal.billing",
     "portal.agents",
     "portal.status",
+    "portal.access",
 ]
 
 MIDDLEWARE = [
@@ -148,6 +149,16 @@ CELERY_BEAT_SCHEDULE = {
 # The controller is not a Django app: its tasks module is imported by name.
 CELERY_IMPORTS = ("controller.tasks",)
 CONTROLLER_CANCEL_GRACE_SECONDS = env_int("TRANCHE_CANCEL_GRACE_SECONDS", 3600, minimum=0)
+
+# Cluster access (docs/cluster-access.md): how long a downloaded kubeconfig works (the
+# TokenRequest API refuses less than 10 minutes), the identity the portal mints tokens with
+# (empty: the controller's kubeconfig, KUBECONFIG, in-cluster, else the dev cluster), and the
+# API server URL and CA written into tenants' kubeconfigs (empty: those of that identity).
+CLUSTER_ACCESS_TTL_SECONDS = env_int("TRANCHE_CLUSTER_ACCESS_TTL_SECONDS", 8 * 3600, minimum=600)
+CLUSTER_ACCESS_KUBECONFIG = env_str("TRANCHE_CLUSTER_ACCESS_KUBECONFIG", "")
+CLUSTER_API_SERVER = env_str("TRANCHE_CLUSTER_API_SERVER", "")
+CLUSTER_CA_FILE = env_str("TRANCHE_CLUSTER_CA_FILE", "")
+CLUSTER_NAME = env_str("TRANCHE_CLUSTER_NAME", "tranche")
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

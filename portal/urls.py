@@ -6,6 +6,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import path, register_converter
 
+from portal.access import views as access_views
 from portal.catalog import views as catalog_views
 from portal.core import views as core_views
 from portal.orders import views as order_views
@@ -40,6 +41,9 @@ urlpatterns = [
     path("invite/<str:token>/", tenant_views.accept_invitation, name="accept_invitation"),
     path("switch/", tenant_views.switch_project, name="switch_project"),
     path("catalogue/", catalog_views.catalogue, name="catalogue"),
+    path("access/", access_views.cluster_access, name="cluster_access"),
+    path("access/kubeconfig/", access_views.download_kubeconfig, name="download_kubeconfig"),
+    path("access/revoke/", access_views.revoke, name="revoke_credentials"),
     path(P, order_views.quota, name="quota"),
     path(P + "status/", status_views.project_status, name="project_status"),
     path(P + "order/", order_views.order_form, name="order_form"),

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from controller.render.access import render_access, render_access_cluster_roles
 from controller.render.claim_template import render_claim_templates, render_entitlements
 from controller.render.device_class import render_device_class
 from controller.render.limit_range import render_limit_range
@@ -28,13 +29,15 @@ def render_project(spec: ProjectSpec) -> list[dict[str, Any]]:
         render_limit_range(spec),
         render_role_binding(spec),
         *render_claim_templates(spec),
+        *render_access(spec),
     ]
 
 
 def render_platform(
     products: Iterable[ProductSpec], platform_users: tuple[str, ...] = ()
 ) -> list[dict[str, Any]]:
-    """Cluster-scoped objects: one DeviceClass per product, the tenant ClusterRole, then the
+    """Cluster-scoped objects: one DeviceClass per product, the tenant ClusterRoles, then the
     policies and bindings."""
     classes = [render_device_class(p) for p in sorted(products, key=lambda p: p.device_class)]
-    return [*classes, render_tenant_cluster_role(), *render_policies(platform_users)]
+    roles = [render_tenant_cluster_role(), *render_access_cluster_roles()]
+    return [*classes, *roles, *render_policies(platform_users)]

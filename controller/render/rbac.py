@@ -30,7 +30,11 @@ TENANT_RULES: list[dict[str, Any]] = [
         "verbs": _RW,
     },
     {"apiGroups": [""], "resources": ["pods/log", "pods/status"], "verbs": _RO},
-    {"apiGroups": [""], "resources": ["events", "resourcequotas", "limitranges"], "verbs": _RO},
+    {
+        "apiGroups": [""],
+        "resources": ["events", "resourcequotas", "limitranges", "replicationcontrollers"],
+        "verbs": _RO,
+    },
     {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": _RO},
     {
         "apiGroups": ["apps"],
@@ -38,6 +42,9 @@ TENANT_RULES: list[dict[str, Any]] = [
         "verbs": _RW,
     },
     {"apiGroups": ["apps"], "resources": ["deployments/scale", "statefulsets/scale"], "verbs": _RW},
+    # read so that `kubectl get all` lists without Forbidden lines; tenants cannot make them
+    {"apiGroups": ["apps"], "resources": ["daemonsets"], "verbs": _RO},
+    {"apiGroups": ["autoscaling"], "resources": ["horizontalpodautoscalers"], "verbs": _RO},
     {"apiGroups": ["batch"], "resources": ["jobs", "cronjobs"], "verbs": _RW},
     {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims"], "verbs": _RW},
     # create only: the claim policy admits the documented form; edits/deletes stay with us

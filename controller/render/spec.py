@@ -21,6 +21,13 @@ ANNOTATION_SPEC_HASH = "tranche.dev/spec-hash"
 CLAIM_REQUEST_NAME = "gpu"
 ENTITLEMENTS_CONFIGMAP = "tranche-entitlements"
 TENANT_ROLE = "tranche-tenant"
+# Cluster access (docs/cluster-access.md): read-only rights, and what a suspended organization's
+# members keep (read plus delete); the portal's right to mint tokens in project namespaces.
+TENANT_VIEW_ROLE = "tranche-tenant-view"
+TENANT_SUSPENDED_ROLE = "tranche-tenant-suspended"
+PORTAL_TOKENS_ROLE = "tranche-portal-tokens"
+PORTAL_SERVICE_ACCOUNT = ("tranche-system", "tranche-portal")
+ANNOTATION_PORTAL_USER = "tranche.dev/portal-user"
 # The controller's identity when installed with deploy/install (a platform user in policies).
 CONTROLLER_SERVICE_ACCOUNT = "system:serviceaccount:tranche-system:tranche-controller"
 QUOTA_NAME = "tranche-quota"
@@ -63,6 +70,21 @@ class PlanLimits:
 
 
 @dataclass(frozen=True)
+class TenantAccount:
+    """A portal user's ServiceAccount in a project namespace and the rights it is bound to.
+
+    `rights` is one of RIGHTS: `edit` (owners, members), `view` (viewers), `suspended` (owners
+    and members while their organization is suspended: read, and delete their workloads)."""
+
+    name: str
+    person: str
+    rights: str
+
+
+RIGHTS = ("edit", "view", "suspended")
+
+
+@dataclass(frozen=True)
 class ProjectSpec:
     """Everything the per-project renderers need."""
 
@@ -74,6 +96,8 @@ class ProjectSpec:
     limits: PlanLimits = PlanLimits()
     # every product a class exists for: unlisted classes get a quota of 0 (defence in depth)
     all_products: tuple[ProductSpec, ...] = ()
+    # one per member of the organization (cluster access); empty renders no accounts
+    accounts: tuple[TenantAccount, ...] = ()
 
     @property
     def tenant_group(self) -> str:

@@ -36,3 +36,27 @@ def send_reconcile(project_id: int) -> None:
 def enqueue_reconcile(project_id: int) -> None:
     """Send the reconcile once the current transaction commits (nothing if it rolls back)."""
     transaction.on_commit(lambda: send_reconcile(project_id))
+
+
+RETIRE_TASK = "controller.retire_namespace"
+
+
+def enqueue_retire_namespace(namespace: str) -> None:
+    """On commit, ask the controller to remove a deleted project's namespace (it checks that no
+    project still names it and that Tranche manages it before deleting anything)."""
+
+    def send() -> None:
+        from portal.celery import app
+
+        try:
+            app.send_task(
+                RETIRE_TASK,
+                args=[namespace],
+                queue=settings.CELERY_TASK_DEFAULT_QUEUE,
+                retry=True,
+                retry_policy={"max_retries": 1, "interval_start": 0, "interval_step": 0.5},
+            )
+        except Exception:
+            log.warning("could not enqueue %s(%s)", RETIRE_TASK, namespace)
+
+    transaction.on_commit(send)

@@ -31,3 +31,14 @@ def derive_namespace(org_slug: str, project_slug: str) -> str:
     org = dns_slug(org_slug, max_len=24, fallback="org")
     project = dns_slug(project_slug, max_len=budget - len(org) - 1, fallback="p")
     return f"t-{org}-{project}-{digest}"
+
+
+def account_name(username: str, user_id: int, generation: int) -> str:
+    """ServiceAccount of a portal user in a project namespace: `u-<username>-<id>-<generation>`.
+
+    The API server names a token's holder `system:serviceaccount:<namespace>:<this>`, so the
+    username is there for people reading `kubectl auth whoami` and the audit log; the id keeps two
+    usernames that slug alike apart; the generation changes when the user revokes, so the old
+    account (and every token bound to its uid) is deleted and a new one made.
+    """
+    return f"u-{dns_slug(username, max_len=30, fallback='user')}-{user_id}-{generation}"

@@ -14,6 +14,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from portal.audit.services import record_audit
+from portal.orders.queue import enqueue_reconcile, enqueue_retire_namespace
 from portal.tenants.errors import NotAllowedError, ServiceError
 from portal.tenants.models import Invitation, Membership, Organization, Project
 from portal.tenants.naming import derive_namespace, dns_slug
@@ -95,7 +96,79 @@ def accept_invitation(*, user, invitation: Invitation) -> Membership:
     membership, _ = Membership.objects.get_or_create(
         user=user, organization_id=invitation.organization_id, defaults={"role": invitation.role}
     )
+    _reconcile_projects_of(invitation.organization_id)  # the new member's cluster accounts
     return membership
+
+
+def _reconcile_projects_of(organization_id: int) -> None:
+    """On commit, reconcile every project of the organization (members' cluster access)."""
+    for pid in Project.objects.filter(organization_id=organization_id).values_list("pk", flat=True):
+        enqueue_reconcile(pid)
+
+
+@transaction.atomic
+def remove_member(*, membership: Membership, member_id: int) -> None:
+    """Remove a member from the caller's organization; owners only, never the last owner.
+
+    Their cluster accounts leave the projects' desired state: the reconciles sent on commit
+    delete them, so their downloaded kubeconfigs stop working within seconds."""
+    if membership.role != Membership.Role.OWNER:
+        raise NotAllowedError("Only owners can remove members. Ask an owner of the organization.")
+    target = (
+        Membership.objects.select_for_update()
+        .filter(pk=member_id, organization_id=membership.organization_id)
+        .first()
+    )
+    if target is None:
+        raise ServiceError("That person is not a member of this organization (any more).")
+    owners = Membership.objects.filter(
+        organization_id=membership.organization_id, role=Membership.Role.OWNER
+    )
+    if target.role == Membership.Role.OWNER and owners.count() <= 1:
+        raise ServiceError(
+            "This is the organization's last owner. Make someone else an owner first."
+        )
+    record_audit(
+        actor=membership.user,
+        action="membership.remove",
+        obj=target,
+        organization_id=membership.organization_id,
+        before={"user": target.user.get_username(), "role": target.role},
+    )
+    target.delete()
+    _reconcile_projects_of(membership.organization_id)
+
+
+@transaction.atomic
+def delete_project(*, membership: Membership, project_id: int) -> None:
+    """Delete a project that never ordered (orders are billing history); owners only.
+
+    On commit the controller is asked to remove its namespace; cluster access to it ends first
+    (its RoleBindings and accounts are deleted before the namespace)."""
+    if membership.role != Membership.Role.OWNER:
+        raise NotAllowedError("Only owners can delete projects. Ask an owner of the organization.")
+    project = (
+        Project.objects.select_for_update()
+        .filter(pk=project_id, organization_id=membership.organization_id)
+        .first()
+    )
+    if project is None:
+        raise ServiceError("That project does not exist (any more).")
+    if project.orders.exists():
+        raise ServiceError(
+            f"Project {project.name} has orders, which are kept as billing history, so it "
+            "cannot be deleted. Cancel its slices instead; an empty project costs nothing."
+        )
+    record_audit(
+        actor=membership.user,
+        action="project.delete",
+        obj=project,
+        organization_id=membership.organization_id,
+        before={"namespace": project.namespace},
+    )
+    namespace = project.namespace
+    project.delete()
+    enqueue_retire_namespace(namespace)
 
 
 def _set_status(
@@ -116,6 +189,8 @@ def _set_status(
                 after={"status": new, "reason": reason[:200]},
                 system="admin",
             )
+            # quotas and members' cluster rights follow the status within seconds
+            _reconcile_projects_of(organization_id)
         return bool(changed)
 
 

@@ -1,0 +1,1 @@
+"""Cluster access: kubeconfigs for tenants, short-lived and revocable (docs/cluster-access.md)."""

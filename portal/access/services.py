@@ -21,7 +21,7 @@ from django.utils import timezone
 from portal.access import cluster
 from portal.access.models import ClusterAccess
 from portal.audit.services import record_audit
-from portal.orders.queue import enqueue_reconcile, send_reconcile
+from portal.orders import queue
 from portal.tenants.errors import ServiceError
 from portal.tenants.models import Project
 from portal.tenants.naming import account_name
@@ -96,7 +96,7 @@ def issue_kubeconfig(user) -> IssuedKubeconfig:
                 token, expires = cluster.request_token(api, project.namespace, account, ttl)
             except cluster.AccountNotReadyError:
                 not_ready.append(project)
-                send_reconcile(project.pk)
+                queue.send_reconcile(project.pk)
                 continue
             entries.append((project, token))
             expiries.append(expires)
@@ -150,5 +150,5 @@ def revoke_credentials(user) -> int:
         system="portal",
     )
     for project_id in projects_of(user).values_list("pk", flat=True):
-        enqueue_reconcile(project_id)
+        queue.enqueue_reconcile(project_id)
     return row.generation

@@ -41,22 +41,23 @@ def enqueue_reconcile(project_id: int) -> None:
 RETIRE_TASK = "controller.retire_namespace"
 
 
+def send_retire_namespace(namespace: str) -> None:
+    """Send `controller.retire_namespace(namespace)` now (call after commit)."""
+    from portal.celery import app
+
+    try:
+        app.send_task(
+            RETIRE_TASK,
+            args=[namespace],
+            queue=settings.CELERY_TASK_DEFAULT_QUEUE,
+            retry=True,
+            retry_policy={"max_retries": 1, "interval_start": 0, "interval_step": 0.5},
+        )
+    except Exception:
+        log.warning("could not enqueue %s(%s)", RETIRE_TASK, namespace)
+
+
 def enqueue_retire_namespace(namespace: str) -> None:
     """On commit, ask the controller to remove a deleted project's namespace (it checks that no
     project still names it and that Tranche manages it before deleting anything)."""
-
-    def send() -> None:
-        from portal.celery import app
-
-        try:
-            app.send_task(
-                RETIRE_TASK,
-                args=[namespace],
-                queue=settings.CELERY_TASK_DEFAULT_QUEUE,
-                retry=True,
-                retry_policy={"max_retries": 1, "interval_start": 0, "interval_step": 0.5},
-            )
-        except Exception:
-            log.warning("could not enqueue %s(%s)", RETIRE_TASK, namespace)
-
-    transaction.on_commit(send)
+    transaction.on_commit(lambda: send_retire_namespace(namespace))

@@ -24,6 +24,12 @@ from tests.unit.nodeagent.conftest import v100
 
 INSTALL = Path(__file__).resolve().parents[3] / "deploy" / "install"
 CLASS = "tranche-v100-8g"
+TENANT_ROLES = (
+    "tranche-tenant",
+    "tranche-tenant-view",
+    "tranche-tenant-suspended",
+    "tranche-portal-tokens",
+)
 
 
 @pytest.fixture(scope="module")
@@ -87,10 +93,15 @@ def test_the_controller_reconciles_and_repairs_as_its_service_account(
     api = as_sa(kube_cluster, "tranche-controller")
     ns, admin = tenant.namespace, kube_cluster.api_client
     # Written from scratch by the controller: the tenant role holds rights it lacks (escalate).
-    with contextlib.suppress(ApiException):
-        client.RbacAuthorizationV1Api(admin).delete_cluster_role("tranche-tenant")
+    for role in TENANT_ROLES:
+        with contextlib.suppress(ApiException):
+            client.RbacAuthorizationV1Api(admin).delete_cluster_role(role)
     result = reconcile_project(tenant.project.pk, Applier(api), platform_cached=False)
-    assert "applied ClusterRole/tranche-tenant" in result.changes
+    for role in TENANT_ROLES:
+        assert f"applied ClusterRole/{role}" in result.changes
+    # the owner's cluster account, bound to the tenant role, and the portal's token binding
+    assert "applied RoleBinding/tranche-access-edit" in result.changes
+    assert "applied RoleBinding/tranche-portal-tokens" in result.changes
     assert "applied ResourceQuota/tranche-quota" in result.changes
     quota = client.CoreV1Api(admin).read_namespaced_resource_quota("tranche-quota", ns)
     assert quota.spec.hard[f"{CLASS}.deviceclass.resource.k8s.io/devices"] == "2"
@@ -175,3 +186,34 @@ def test_the_node_agent_publishes_reads_claims_and_asks_whose_pod(
     assert _refused(core.delete_namespace, ns) == 403
     assert _refused(core.list_namespaced_secret, ns) == 403
     publisher.withdraw()
+
+
+def test_the_portal_mints_tokens_for_tenant_accounts_and_does_nothing_else(
+    installed, tenant, kube_cluster
+) -> None:
+    """The portal's identity holds serviceaccounts/token create in project namespaces only."""
+    from portal.access.cluster import AccountNotReadyError, request_token
+    from portal.tenants.naming import account_name
+
+    reconcile_project(tenant.project.pk)
+    api = as_sa(kube_cluster, "tranche-portal")
+    ns, owner = tenant.namespace, tenant.membership.user
+    account = account_name(owner.username, owner.pk, 1)
+    token, expires = request_token(api, ns, account, 600)
+    assert token
+    assert expires is not None
+    with pytest.raises(AccountNotReadyError):  # asked where it may: the account is not there
+        request_token(api, ns, "u-nobody-0-1", 600)
+
+    core = client.CoreV1Api(api)
+    body = {"spec": {"expirationSeconds": 600}}
+    for where, who in (("kube-system", "default"), ("tranche-system", "tranche-controller"),
+                       ("default", "default")):  # fmt: skip
+        assert _refused(core.create_namespaced_service_account_token, who, where, body) == 403
+    assert _refused(core.list_namespaced_secret, ns) == 403
+    assert _refused(core.list_namespaced_pod, ns) == 403
+    assert _refused(core.list_namespaced_service_account, ns) == 403
+    assert _refused(core.delete_namespaced_service_account, account, ns) == 403
+    rbac = client.RbacAuthorizationV1Api(api)
+    assert _refused(rbac.list_namespaced_role_binding, ns) == 403
+    assert _refused(core.list_namespace) == 403

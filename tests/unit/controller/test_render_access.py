@@ -51,4 +51,5 @@ def test_account_names_name_the_person_and_change_with_the_generation() -> None:
     assert account_name("alice", 42, 2) != account_name("alice", 42, 1)
     assert account_name("_", 5, 1) == "u-user-5-1"  # nothing usable left of the username
     long = account_name("x" * 150, 10**12, 10**6)
-    assert len(long) <= 253 and long.startswith("u-" + "x" * 30 + "-")
+    assert len(long) <= 253
+    assert long.startswith("u-" + "x" * 30 + "-")

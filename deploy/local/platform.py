@@ -139,6 +139,7 @@ def run() -> None:
     for line in agents.start(state, _env(), _port()):
         print(line)
     print(f"\nTranche portal: {url}/   (readiness: {url}/readyz, admin: {url}/admin/)")
+    print(f"Tenants' kubeconfig: {url}/access/   (log in as a tenant, 'Download kubeconfig')")
     print("Stop everything with: make stop")
 
 

@@ -50,7 +50,10 @@ def organization(request: HttpRequest, organization_id: int) -> HttpResponse:
     status = 200
     if request.method == "POST":
         try:
-            if request.POST.get("form") == "invite":
+            action = request.POST.get("form")
+            if action in ("remove_member", "delete_project"):
+                return _owner_action(request, membership, action)
+            if action == "invite":
                 invite_form = InviteForm(request.POST)
                 if invite_form.is_valid():
                     invitation = services.invite_member(
@@ -86,6 +89,20 @@ def organization(request: HttpRequest, organization_id: int) -> HttpResponse:
         **nav_context(request),
     }
     return render(request, "tenants/organization.html", context, status=status)
+
+
+def _owner_action(request: HttpRequest, membership, action: str) -> HttpResponse:
+    """Remove a member or delete a project (owners; the services check), then back to the page."""
+    target = request.POST.get("target", "")
+    if not target.isdigit() or len(target) > 18:
+        raise ServiceError("Choose a member or project from the page.")
+    if action == "remove_member":
+        services.remove_member(membership=membership, member_id=int(target))
+        messages.success(request, "Member removed; their cluster access ends within seconds.")
+    else:
+        services.delete_project(membership=membership, project_id=int(target))
+        messages.success(request, "Project deleted; its namespace is being removed.")
+    return redirect("organization", organization_id=membership.organization_id)
 
 
 @login_required

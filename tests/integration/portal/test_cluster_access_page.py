@@ -114,3 +114,18 @@ def test_suspension_and_resumption_reconcile_the_organizations_projects(world, s
     assert sent_reconciles == [world.project_a.pk]
     services.resume_organization(actor=None, organization_id=world.org_a.pk)
     assert sent_reconciles == [world.project_a.pk, world.project_a.pk]
+
+
+def test_the_organization_page_removes_members_for_owners_only(world, client_of, sent_reconciles):
+    url = reverse("organization", args=[world.org_a.pk])
+    viewer = world.membership(world.viewer)
+    member = world.membership(world.member)
+    refused = client_of(world.member).post(url, {"form": "remove_member", "target": viewer.pk})
+    assert refused.status_code == 403
+    assert Membership.objects.filter(pk=viewer.pk).exists()
+    bad = client_of(world.owner).post(url, {"form": "remove_member", "target": "x" * 30})
+    assert bad.status_code == 400
+    done = client_of(world.owner).post(url, {"form": "remove_member", "target": member.pk})
+    assert done.status_code == 302
+    assert not Membership.objects.filter(pk=member.pk).exists()
+    assert sent_reconciles == [world.project_a.pk]

@@ -40,8 +40,9 @@ def _sign(header: dict, claims: dict, key: ec.EllipticCurvePrivateKey) -> str:
 
 def _status(kubeconfig: str, context: str, token: str, namespace: str) -> int:
     api = config.new_client_from_config(kubeconfig, context=context)
-    api.configuration.api_key = {"authorization": f"Bearer {token}"}
-    api.default_headers.pop("Authorization", None)
+    # this token and nothing else: the loader's hook would put the kubeconfig's back
+    api.configuration.refresh_api_key_hook = None
+    api.configuration.api_key = {"BearerToken": f"Bearer {token}"}
     try:
         client.CoreV1Api(api).list_namespaced_pod(namespace, limit=1)
     except client.ApiException as exc:

@@ -77,7 +77,9 @@ def test_member_viewer_and_outsider_with_their_downloaded_kubeconfigs(  # noqa: 
     assert "pod/llm-" in listed.stdout
     events = kubectl("get", "events")
     assert events.returncode == 0, events.stderr
-    for what in ("pods/log", "resourceclaims", "resourceclaimtemplates", "resourcequotas",
+    logs = kubectl("auth", "can-i", "get", "pods", "--subresource=log")
+    assert logs.stdout.strip() == "yes", logs.stderr
+    for what in ("resourceclaims", "resourceclaimtemplates", "resourcequotas",
                  "horizontalpodautoscalers", "daemonsets", "replicationcontrollers"):  # fmt: skip
         can = kubectl("auth", "can-i", "get", what)
         assert can.stdout.strip() == "yes", f"get {what}: {can.stdout} {can.stderr}"
@@ -86,7 +88,8 @@ def test_member_viewer_and_outsider_with_their_downloaded_kubeconfigs(  # noqa: 
 
     pod = kubectl("get", "pods", "-o", "jsonpath={.items[0].metadata.name}").stdout
     assert forbidden(kubectl("exec", pod, "--", "true"))
-    assert kubectl("auth", "can-i", "create", "pods/exec").stdout.strip() == "no"
+    exec_ = kubectl("auth", "can-i", "create", "pods", "--subresource=exec")
+    assert exec_.stdout.strip() == "no"
     for attempt in (
         ("delete", "resourcequota", "tranche-quota"),
         ("patch", "resourcequota", "tranche-quota", "-p", '{"spec":{"hard":{"pods":"99"}}}'),
@@ -111,7 +114,7 @@ def test_member_viewer_and_outsider_with_their_downloaded_kubeconfigs(  # noqa: 
     assert forbidden(view("create", "configmap", "v"))
     assert forbidden(view("delete", "pod", pod))
     assert forbidden(view("get", "secrets"))
-    assert forbidden(view("apply", "-f", "-", stdin=manifest))
+    assert forbidden(view("apply", "-f", "-", stdin=manifest.replace("llm", "viewers-llm")))
 
     # --- outsider (org B): no context for A's project, refused there ---
     outsider = download(b.membership.user)
@@ -121,7 +124,7 @@ def test_member_viewer_and_outsider_with_their_downloaded_kubeconfigs(  # noqa: 
 
     # --- nothing secret kept: no token in the portal's tables ---
     tokens = [u["user"]["token"] for k in (kubectl, view, outsider) for u in k.doc["users"]]
-    stored = json.dumps(list(ClusterAccess.objects.values())) + json.dumps(
+    stored = json.dumps(list(ClusterAccess.objects.values()), default=str) + json.dumps(
         list(AuditLog.objects.values("before", "after", "object_repr")), default=str
     )
     assert tokens

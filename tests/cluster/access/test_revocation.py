@@ -126,6 +126,9 @@ def test_removed_member_deleted_project_and_revoked_user_are_refused_within_seco
         assert resp.status_code == 302
 
     figures["user revoked"] = _measure("user revoked", revoke, pods(old, ctx))
+    # RBAC refused it first (403); once the API server's 10 s authentication cache lets go, the
+    # token itself is rejected because its account no longer exists (401)
+    wait_for(lambda: pods(old, ctx)() == 401, 20, "the old token to be unauthenticated")
     fresh = wait_for(lambda: _retry_download(download, reviser), 30, "a fresh kubeconfig")
     assert pods(fresh, ctx)() is None, "a kubeconfig downloaded after revoking works"
     assert pods(old, ctx)() is not None, "the old one stays refused"

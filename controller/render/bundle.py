@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from controller.render.access import render_access, render_access_cluster_roles
+from controller.render.access_policy import render_access_policy
 from controller.render.claim_template import render_claim_templates, render_entitlements
 from controller.render.device_class import render_device_class
 from controller.render.limit_range import render_limit_range
@@ -40,4 +41,5 @@ def render_platform(
     policies and bindings."""
     classes = [render_device_class(p) for p in sorted(products, key=lambda p: p.device_class)]
     roles = [render_tenant_cluster_role(), *render_access_cluster_roles()]
-    return [*classes, *roles, *render_policies(platform_users)]
+    policies = [*render_policies(platform_users), *render_access_policy(platform_users)]
+    return [*classes, *roles, *policies]

@@ -102,6 +102,23 @@ def test_member_viewer_and_outsider_with_their_downloaded_kubeconfigs(  # noqa: 
     ):
         assert forbidden(kubectl(*attempt)), attempt
 
+    # a colleague's account cannot be deleted, and no never-expiring token Secret can be made
+    colleague = f"u-{viewer.username}-{viewer.pk}-1"
+    wait_for(
+        lambda: forbidden(kubectl("delete", "serviceaccount", colleague, "--dry-run=server")),
+        15,
+        "the accounts policy to refuse deleting a colleague's account",
+    )
+    own = name.rsplit(":", 1)[1]
+    token_secret = (
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: forever\n  annotations:\n"
+        f"    kubernetes.io/service-account.name: {own}\n"
+        "type: kubernetes.io/service-account-token\n"
+    )
+    made = kubectl("create", "-f", "-", stdin=token_secret)
+    assert forbidden(made), made.stdout
+    assert "never expires" in made.stderr
+
     for elsewhere in ("default", "kube-system", other_ns):
         assert forbidden(kubectl("get", "pods", "-n", elsewhere)), elsewhere
         assert forbidden(kubectl("create", "configmap", "x", "-n", elsewhere)), elsewhere

@@ -124,6 +124,7 @@ def test_buy_two_8g_provisions_exact_objects(tenant, kube_cluster) -> None:
         "tranche-claim-form",
         "tranche-pod-hardening",
         "tranche-managed-objects",
+        "tranche-tenant-accounts",
     ):
         for plural in ("validatingadmissionpolicies", "validatingadmissionpolicybindings"):
             live = custom.get_cluster_custom_object(

@@ -4,11 +4,12 @@ A previously downloaded kubeconfig is refused (401/403) within 5 s after: the me
 the project is deleted, the user revokes (the page's button, over HTTP); after suspension the
 members keep reading and deleting but create nothing. Each figure is printed. The clock starts
 before the portal's service call, so it covers the commit, the Celery message, the reconcile and
-the API server seeing the change.
+the API server seeing the change. The figures also go to bench/results/revocation.json.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import signal
@@ -133,6 +134,9 @@ def test_removed_member_deleted_project_and_revoked_user_are_refused_within_seco
     assert pods(fresh, ctx)() is None, "a kubeconfig downloaded after revoking works"
     assert pods(old, ctx)() is not None, "the old one stays refused"
     print("revocation figures (s): " + ", ".join(f"{k} {v:.2f}" for k, v in figures.items()))  # noqa: T201
+    out = ROOT / "bench" / "results" / "revocation.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({k: round(v, 3) for k, v in figures.items()}))
 
 
 def _retry_download(download, user):

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import base64
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -54,6 +56,16 @@ def api_client() -> client.ApiClient:
         return config.new_client_from_config(config_file=path.split(os.pathsep)[0])
     except (OSError, config.ConfigException) as exc:
         raise ClusterUnavailableError(f"the portal's cluster configuration: {exc}") from exc
+
+
+@contextmanager
+def session() -> Iterator[client.ApiClient]:
+    """`api_client()` for the length of one download, closed afterwards (no pool left behind)."""
+    api = api_client()
+    try:
+        yield api
+    finally:
+        api.close()
 
 
 def endpoint(api: client.ApiClient) -> Endpoint:

@@ -88,18 +88,18 @@ def issue_kubeconfig(user) -> IssuedKubeconfig:
     generation = generation_of(user)
     entries, not_ready, expiries = [], [], []
     try:
-        api = cluster.api_client()
-        endpoint = cluster.endpoint(api)
-        for project in projects:
+        with cluster.session() as api:
+            endpoint = cluster.endpoint(api)
             account = account_name(user.get_username(), user.pk, generation)
-            try:
-                token, expires = cluster.request_token(api, project.namespace, account, ttl)
-            except cluster.AccountNotReadyError:
-                not_ready.append(project)
-                queue.send_reconcile(project.pk)
-                continue
-            entries.append((project, token))
-            expiries.append(expires)
+            for project in projects:
+                try:
+                    token, expires = cluster.request_token(api, project.namespace, account, ttl)
+                except cluster.AccountNotReadyError:
+                    not_ready.append(project)
+                    queue.send_reconcile(project.pk)
+                    continue
+                entries.append((project, token))
+                expiries.append(expires)
     except cluster.ClusterUnavailableError as exc:
         raise ServiceError(
             f"The cluster could not issue credentials right now ({exc}). Nothing was issued; "

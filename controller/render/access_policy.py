@@ -3,6 +3,8 @@
 Bound to project namespaces (label `tranche.dev/tenant: "true"`) like policies 1-4:
 - a ServiceAccount Tranche manages (a person's account) cannot be edited or deleted by a tenant:
   it would let one member cut off or, with a rebound name, impersonate a colleague;
+- tokens (TokenRequest) are minted only for those accounts: the portal's identity may mint in
+  every project namespace, and this keeps it from minting for any other ServiceAccount there;
 - no tenant may create a Secret of type `kubernetes.io/service-account-token`: kube-controller-
   manager would fill it with a token that never expires, side-stepping the expiry of the tokens
   the portal hands out (workloads get expiring projected tokens without such Secrets).
@@ -25,6 +27,7 @@ from controller.render.spec import (
 )
 
 POLICY = "tranche-tenant-accounts"
+ACCOUNT_PREFIX = "u-"  # portal.tenants.naming.account_name
 PLATFORM_GROUPS = ("system:masters", "system:nodes")
 PLATFORM_USER_PREFIXES = ("system:serviceaccount:kube-system:", "system:kube-")
 TOKEN_SECRET_TYPE = "kubernetes.io/service-account-token"  # noqa: S105 (a type name)
@@ -65,6 +68,7 @@ def render_access_policy(platform_users: tuple[str, ...] = ()) -> list[dict[str,
                 "resourceRules": [
                     _rule(["UPDATE", "DELETE"], "serviceaccounts"),
                     _rule(["CREATE", "UPDATE"], "secrets"),
+                    _rule(["CREATE"], "serviceaccounts/token"),
                 ]
             },
             "matchConditions": [
@@ -87,6 +91,14 @@ def render_access_policy(platform_users: tuple[str, ...] = ()) -> list[dict[str,
                     "which would hold a token that never expires. Pods get expiring tokens "
                     "automatically; for kubectl, download a kubeconfig from the Cluster access "
                     "page.'",
+                    "reason": "Forbidden",
+                },
+                {
+                    "expression": "request.subResource != 'token' || "
+                    f"request.name.startsWith('{ACCOUNT_PREFIX}')",
+                    "messageExpression": "'Tokens are issued here only for people\\'s cluster "
+                    f"accounts ({ACCOUNT_PREFIX}...), not for ' + request.name + '. Pods get "
+                    "their ServiceAccount\\'s token automatically.'",
                     "reason": "Forbidden",
                 },
             ],

@@ -204,9 +204,15 @@ def test_the_portal_mints_tokens_for_tenant_accounts_and_does_nothing_else(
     assert expires is not None
     with pytest.raises(AccountNotReadyError):  # asked where it may: the account is not there
         request_token(api, ns, "u-nobody-0-1", 600)
-
+    # ...but only for people's accounts: not for the namespace's other ServiceAccounts (policy 5)
     core = client.CoreV1Api(api)
     body = {"spec": {"expirationSeconds": 600}}
+    wait_for(
+        lambda: _refusal(core.create_namespaced_service_account_token, "default", ns, body) == 403,
+        15,
+        "the accounts policy to refuse a token for the namespace's default ServiceAccount",
+    )
+
     for where, who in (("kube-system", "default"), ("tranche-system", "tranche-controller"),
                        ("default", "default")):  # fmt: skip
         assert _refused(core.create_namespaced_service_account_token, who, where, body) == 403

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 from controller.render.access import VIEW_RULES, render_access
+from controller.render.access_policy import ACCOUNT_PREFIX
 from controller.render.spec import TenantAccount
 from portal.tenants.naming import account_name
 from tests.unit.controller.test_render_golden import _check, _spec
@@ -47,6 +48,8 @@ def test_viewers_read_no_secrets_and_write_nothing() -> None:
 
 
 def test_account_names_name_the_person_and_change_with_the_generation() -> None:
+    # policy 5 lets tokens be minted only for names with this prefix
+    assert account_name("alice", 1, 1).startswith(ACCOUNT_PREFIX)
     assert account_name("Alice.Smith@Example", 42, 1) == "u-alice-smith-example-42-1"
     assert account_name("alice", 42, 2) != account_name("alice", 42, 1)
     assert account_name("_", 5, 1) == "u-user-5-1"  # nothing usable left of the username

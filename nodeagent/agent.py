@@ -77,7 +77,7 @@ async def run(opts: Options) -> None:
     from nodeagent import discovery, owners
     from nodeagent.draplugin.prepare import Layout, Preparer, api_claim_source
     from nodeagent.draplugin.server import PluginServer, Sockets
-    from nodeagent.kubeletlite import KubeletLite
+    from nodeagent.sim.kubeletlite import KubeletLite
     from nodeagent.slices import SlicePublisher
     from nodeagent.status import Collector
 

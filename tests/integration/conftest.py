@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from channels.layers import channel_layers
 
-from tests.factories import World, make_world
+from tests.helpers.factories import World, make_world
 
 
 @pytest.fixture(autouse=True)

@@ -36,7 +36,7 @@ from tests.cluster.nodeagent.conftest import (
     describe_pod,
     wait_for,
 )
-from tests.integration.agents.portal_process import serve_portal
+from tests.helpers.portal import serve_portal
 
 BUILD = REPO / "nodeagent" / "native" / "build"
 GIB = 1024**3

@@ -21,12 +21,12 @@ from django.db import connection
 
 from nodeagent import cdi
 from nodeagent.draplugin.prepare import Layout, Preparer
-from nodeagent.kubeletlite import apply_cdi, launch_script
+from nodeagent.sim.kubeletlite import apply_cdi, launch_script
 from nodeagent.status import Collector
 from nodeagent.stream import StatusStream
 from portal.agents import selectors, services
 from portal.tenants.models import Organization, Project
-from tests.integration.agents.portal_process import serve_portal
+from tests.helpers.portal import serve_portal
 from tests.unit.nodeagent.conftest import NODE, allocated_claim, v100
 
 REPO = Path(__file__).resolve().parents[3]
@@ -95,7 +95,7 @@ def test_rejected_allocation_reaches_the_portal_within_3s(portal_url, sim, tmp_p
     env, mounts = apply_cdi(spec, [d.cdi_id.split("=", 1)[1] for d in prepared.devices])
     script = launch_script(
         mounts,
-        [sys.executable, "-m", "nodeagent.workload", "--memory-gib", "10", "--seconds", "20"],
+        [sys.executable, "-m", "nodeagent.sim.workload", "--memory-gib", "10", "--seconds", "20"],
     )
     workload = subprocess.Popen(
         ["unshare", "--mount", "--propagation", "private", "sh", "-c", script],

@@ -33,7 +33,7 @@ import pytest
 
 from nodeagent import cdi, discovery, region
 from nodeagent.draplugin.prepare import Layout, Preparer
-from nodeagent.kubeletlite import apply_cdi, launch_script
+from nodeagent.sim.kubeletlite import apply_cdi, launch_script
 from nodeagent.status import Collector
 from tests.unit.nodeagent.conftest import NODE, allocated_claim, v100
 
@@ -77,7 +77,7 @@ class Workload:
 
     def _start(self, gib: float) -> tuple[subprocess.Popen, list[dict]]:
         """One workload process of this container (CDI edits applied) holding `gib`."""
-        cmd = [sys.executable, "-m", "nodeagent.workload", "--memory-gib", str(gib), "--duty", "0"]
+        cmd = [sys.executable, "-m", "nodeagent.sim.workload", "--memory-gib", str(gib), "--duty", "0"]
         proc = subprocess.Popen(
             ["unshare", "--mount", "--propagation", "private", "sh", "-c",
              launch_script(self.mounts, [*cmd, "--seconds", "120"])],
@@ -213,7 +213,7 @@ def pod_cgroup(pod_uid: str):
 def _bypass(sim: dict, gib: float) -> subprocess.Popen:
     """A workload on GPU 1 that never loaded the core; returns once it holds `gib`."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "nodeagent.workload", "--memory-gib", str(gib), "--duty", "0",
+        [sys.executable, "-m", "nodeagent.sim.workload", "--memory-gib", str(gib), "--duty", "0",
          "--seconds", "120"],
         env={"PATH": os.environ["PATH"], "PYTHONPATH": str(REPO), **sim,
              "NVIDIA_VISIBLE_DEVICES": v100(1).uuid},

@@ -24,12 +24,17 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from nodeagent.discovery import GpuInfo
+from tranche.names import (
+    ANNOTATION_DEVICES_DIGEST,
+    DRIVER,
+    LABEL_SLICE_MANAGED_BY,
+    SLICE_MANAGER,
+)
 
 log = logging.getLogger(__name__)
 
-DRIVER = "gpu.tranche.dev"
-LABEL_MANAGED = "tranche.dev/managed-by"
-ANNOTATION_DIGEST = "tranche.dev/devices-digest"
+LABEL_MANAGED = LABEL_SLICE_MANAGED_BY
+ANNOTATION_DIGEST = ANNOTATION_DEVICES_DIGEST
 LEASE_NAMESPACE = "kube-node-lease"
 LEASE_SECONDS = 30
 GIB = 1024**3
@@ -108,7 +113,7 @@ def render_resource_slice(
     """
     metadata: dict = {
         "name": f"{node}-{DRIVER.replace('.', '-')}",
-        "labels": {LABEL_MANAGED: "tranche-nodeagent"},
+        "labels": {LABEL_MANAGED: SLICE_MANAGER},
     }
     if node_uid:
         metadata["ownerReferences"] = [

@@ -94,7 +94,12 @@ def products(kube_cluster) -> Iterator[Callable[..., ProductSpec]]:
 
     def _make(memory_mib: int = 8192, compute_percent: int = 25) -> ProductSpec:
         name = f"tranche-v100-{memory_mib // 1024}g-{compute_percent}-t{tag}"
-        product = ProductSpec(name, V100, memory_mib, compute_percent)
+        product = ProductSpec(
+            device_class=name,
+            gpu_name=V100,
+            memory_mib=memory_mib,
+            compute_percent=compute_percent,
+        )
         api.create_device_class(render_device_class(product))
         made.append(name)
         return product

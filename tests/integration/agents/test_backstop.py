@@ -77,7 +77,8 @@ class Workload:
 
     def _start(self, gib: float) -> tuple[subprocess.Popen, list[dict]]:
         """One workload process of this container (CDI edits applied) holding `gib`."""
-        cmd = [sys.executable, "-m", "nodeagent.sim.workload", "--memory-gib", str(gib), "--duty", "0"]
+        cmd = [sys.executable, "-m", "nodeagent.sim.workload", "--memory-gib", str(gib),
+               "--duty", "0"]  # fmt: skip
         proc = subprocess.Popen(
             ["unshare", "--mount", "--propagation", "private", "sh", "-c",
              launch_script(self.mounts, [*cmd, "--seconds", "120"])],

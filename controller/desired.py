@@ -16,6 +16,7 @@ from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
+from controller.conditions import OpenOrder, SubscriptionState
 from controller.render.spec import Entitlement, PlanLimits, ProductSpec, ProjectSpec
 from portal.catalog.models import Product
 from portal.orders.models import Order, Subscription
@@ -47,18 +48,6 @@ def platform_users() -> tuple[str, ...]:
 
 
 @dataclass(frozen=True)
-class OpenOrder:
-    """An order the reconcile still has to finish."""
-
-    id: int
-    kind: str
-    state: str
-    device_class: str
-    quantity: int
-    created_at: datetime
-
-
-@dataclass(frozen=True)
 class ProjectState:
     """The desired spec of a project plus what the reconcile must report back."""
 
@@ -67,6 +56,7 @@ class ProjectState:
     subscribed: dict[str, int]  # class -> entitled quantity in the database
     open_orders: tuple[OpenOrder, ...]
     waiting_cancels: dict[str, str]  # class -> why its template is still kept
+    subscriptions: tuple[SubscriptionState, ...] = ()
 
 
 def open_orders(project_id: int) -> tuple[OpenOrder, ...]:
@@ -79,6 +69,19 @@ def open_orders(project_id: int) -> tuple[OpenOrder, ...]:
     return tuple(
         OpenOrder(o.pk, o.kind, o.state, o.product.device_class, o.quantity, o.created_at)
         for o in rows
+    )
+
+
+def subscription_states(project_id: int) -> tuple[SubscriptionState, ...]:
+    """The project's subscriptions with their stored conditions (what an outcome compares)."""
+    rows = (
+        Subscription.objects.filter(project_id=project_id)
+        .order_by("pk")
+        .values_list("pk", "product__device_class", "quantity", "version", "conditions")
+    )
+    return tuple(
+        SubscriptionState(pk, cls, qty, version, tuple(conditions or ()))
+        for pk, cls, qty, version, conditions in rows
     )
 
 
@@ -147,7 +150,9 @@ def load_project(
         limits=plan_limits(project),
         all_products=tuple(products if products is not None else platform_products()),
     )
-    return ProjectState(spec, suspended, subscribed, orders, waiting)
+    return ProjectState(
+        spec, suspended, subscribed, orders, waiting, subscription_states(project_id)
+    )
 
 
 def spec_key(objects: list[dict[str, Any]]) -> str:

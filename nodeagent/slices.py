@@ -18,7 +18,6 @@ import json
 import logging
 import os
 import socket
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -269,15 +268,3 @@ class SlicePublisher:
         for s in self._existing():
             self.api.delete_resource_slice(s["metadata"]["name"])
         self.lease.release()
-
-
-def wait_for(predicate, timeout: float, what: str, interval: float = 0.2):
-    """Poll until predicate() is truthy; raise TimeoutError naming what we waited for."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(interval)

@@ -18,7 +18,7 @@ from controller.reconcile import reconcile_project
 from controller.watch import Watcher
 from nodeagent.discovery import GpuInfo
 from nodeagent.slices import render_resource_slice
-from tests.cluster.controller.conftest import wait_for
+from tests.helpers.wait import wait_for
 
 CLASS = "tranche-v100-8g"
 GPU = "Tesla V100-PCIE-32GB"

@@ -186,15 +186,27 @@ def set_order_condition(
     observed_generation: int | None = None,
 ) -> bool:
     """Upsert one condition by `type`; writes (and bumps lastTransitionTime) only on change."""
+    wanted = Condition(type, status, reason, message)
+    return _set_condition(Order, "generation", order_id, wanted, observed_generation)
+
+
+def _set_condition(
+    model: type[Order] | type[Subscription],
+    generation_field: str,
+    pk: int,
+    wanted: Condition,
+    observed_generation: int | None,
+) -> bool:
+    """Upsert one condition of one row (its own transaction); True if written."""
     with transaction.atomic():
-        order = Order.objects.select_for_update().get(pk=order_id)
-        generation = order.generation if observed_generation is None else observed_generation
-        merged = merge_condition(
-            order.conditions or [], make_condition(type, status, reason, message, generation)
+        row = model.objects.select_for_update().get(pk=pk)
+        generation = (
+            getattr(row, generation_field) if observed_generation is None else observed_generation
         )
+        merged = _merged(row.conditions, (wanted,), generation)
         if merged is None:
             return False
-        Order.objects.filter(pk=order_id).update(conditions=merged, updated_at=timezone.now())
+        model.objects.filter(pk=pk).update(conditions=merged, updated_at=timezone.now())
         return True
 
 
@@ -263,15 +275,5 @@ def set_subscription_condition(
 
     `observed_generation` defaults to the subscription's `version` (bumped by every order), so a
     reader can tell whether the controller has seen the latest order. Returns True if written."""
-    with transaction.atomic():
-        sub = Subscription.objects.select_for_update().get(pk=subscription_id)
-        generation = sub.version if observed_generation is None else observed_generation
-        merged = merge_condition(
-            sub.conditions or [], make_condition(type, status, reason, message, generation)
-        )
-        if merged is None:
-            return False
-        Subscription.objects.filter(pk=subscription_id).update(
-            conditions=merged, updated_at=timezone.now()
-        )
-        return True
+    wanted = Condition(type, status, reason, message)
+    return _set_condition(Subscription, "version", subscription_id, wanted, observed_generation)

@@ -11,6 +11,7 @@ text or JSON) is refused here with a reason naming the field, and nothing is sto
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from dataclasses import dataclass
@@ -133,6 +134,7 @@ class StatusMessage:
     removed: list[RemovedPod]
 
 
+@functools.cache
 def fields_of(kind: type) -> dict[str, Any]:
     """Field name -> its constraint (Text, Whole, ...), in declaration order."""
     hints = get_type_hints(kind, include_extras=True)

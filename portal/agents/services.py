@@ -16,9 +16,16 @@ from datetime import UTC, datetime
 from django.db import transaction
 from django.utils import timezone
 
+from portal.agents.events import PodRemovedEvent, PodStatusEvent, ProjectEvent
 from portal.agents.models import NodeToken, PodSliceStatus
 from portal.tenants.models import Project
-from tranche.agent_protocol import MessageRejectedError, PodReport, StatusMessage, columns_of
+from tranche.agent_protocol import (
+    MessageRejectedError,
+    PodReport,
+    RemovedPod,
+    StatusMessage,
+    columns_of,
+)
 
 TOKEN_BYTES = 32
 # PodSliceStatus column of each reported pod field; namespace and pod name identify the row.
@@ -80,16 +87,18 @@ class Published:
     """One event for a project's channel group."""
 
     project_id: int
-    event: dict
+    event: ProjectEvent
 
 
-def _event(project_id: int, node: str, pod: dict | None, removed: dict | None = None) -> Published:
+def _event(
+    project_id: int, node: str, pod: PodReport | None, removed: RemovedPod | None = None
+) -> Published:
     if removed is not None:
-        return Published(
-            project_id,
-            {"type": "pod.removed", "namespace": removed["namespace"], "pod": removed["pod"]},
+        gone = PodRemovedEvent(
+            type="pod.removed", namespace=removed["namespace"], pod=removed["pod"]
         )
-    return Published(project_id, {"type": "pod.status", "node": node, **(pod or {})})
+        return Published(project_id, gone)
+    return Published(project_id, PodStatusEvent(type="pod.status", node=node, **(pod or {})))
 
 
 @transaction.atomic

@@ -9,7 +9,7 @@ import logging
 import os
 from pathlib import Path
 
-from nodeagent.agent import DEFAULT_CORE_LIB, Options, run
+from nodeagent.agent import CORE_LIB, Options, run
 
 
 def parse(argv: list[str] | None = None) -> Options:
@@ -27,9 +27,8 @@ def parse(argv: list[str] | None = None) -> Options:
     r.add_argument(
         "--core-lib",
         type=Path,
-        default=Path(os.environ.get("TRANCHE_CORE_LIB", DEFAULT_CORE_LIB)),
-        help=f"the interception core (libtranche.so); default $TRANCHE_CORE_LIB or "
-        f"{DEFAULT_CORE_LIB}",
+        default=Path(os.environ.get("TRANCHE_CORE_LIB", CORE_LIB)),
+        help=f"the interception core (libtranche.so); default $TRANCHE_CORE_LIB or {CORE_LIB}",
     )
     r.add_argument(
         "--simgpu-dir",

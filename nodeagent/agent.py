@@ -19,7 +19,7 @@ from pathlib import Path
 log = logging.getLogger("nodeagent")
 # Where an install puts the interception core (the image, the Helm chart); --core-lib or
 # TRANCHE_CORE_LIB say otherwise. The agent never looks for it in a source checkout.
-DEFAULT_CORE_LIB = Path("/usr/lib/tranche/libtranche.so")
+CORE_LIB = Path("/usr/lib/tranche/libtranche.so")
 PUBLISH_EVERY = 10.0  # seconds: re-check the pool (repairs drift) and renew the lease
 
 

@@ -17,12 +17,13 @@ from django.db.models import Q
 from django.utils import timezone
 
 from controller.access import tenant_accounts
+from controller.conditions import OpenOrder, SubscriptionState
 from controller.render.spec import Entitlement, PlanLimits, ProductSpec, ProjectSpec
 from portal.catalog.models import Product
 from portal.orders.models import Order, Subscription
 from portal.tenants.models import Project
-
-OPEN_STATES = (Order.State.PENDING, Order.State.PROVISIONING, Order.State.CANCELLING)
+from tranche import quota
+from tranche.orders import OPEN_ORDER_STATES
 
 
 def setting(name: str, default: Any) -> Any:
@@ -35,37 +36,16 @@ def cancel_grace() -> timedelta:
     return timedelta(seconds=setting("CONTROLLER_CANCEL_GRACE_SECONDS", 3600))
 
 
-def product_spec(product: Product) -> ProductSpec:
-    return ProductSpec(
-        device_class=product.device_class,
-        gpu_name=product.gpu_model.name,
-        memory_mib=product.memory_mib,
-        compute_percent=product.compute_percent,
-    )
-
-
 def platform_products() -> list[ProductSpec]:
     """Products that need a DeviceClass: sellable ones, and any still held by a project."""
     held = Subscription.objects.filter(quantity__gt=0).values("product_id")
     products = Product.objects.filter(Q(sellable=True) | Q(pk__in=held)).select_related("gpu_model")
-    return [product_spec(p) for p in products]
+    return [p.spec() for p in products]
 
 
 def platform_users() -> tuple[str, ...]:
     """Usernames policy 4 treats as the platform (the controller's own identity in production)."""
     return tuple(setting("CONTROLLER_PLATFORM_USERS", ()))
-
-
-@dataclass(frozen=True)
-class OpenOrder:
-    """An order the reconcile still has to finish."""
-
-    id: int
-    kind: str
-    state: str
-    device_class: str
-    quantity: int
-    created_at: datetime
 
 
 @dataclass(frozen=True)
@@ -77,12 +57,13 @@ class ProjectState:
     subscribed: dict[str, int]  # class -> entitled quantity in the database
     open_orders: tuple[OpenOrder, ...]
     waiting_cancels: dict[str, str]  # class -> why its template is still kept
+    subscriptions: tuple[SubscriptionState, ...] = ()
 
 
 def open_orders(project_id: int) -> tuple[OpenOrder, ...]:
     """Open orders of a project, oldest first."""
     rows = (
-        Order.objects.filter(project_id=project_id, state__in=OPEN_STATES)
+        Order.objects.filter(project_id=project_id, state__in=OPEN_ORDER_STATES)
         .select_related("product")
         .order_by("created_at", "id")
     )
@@ -92,14 +73,33 @@ def open_orders(project_id: int) -> tuple[OpenOrder, ...]:
     )
 
 
+def subscription_states(project_id: int) -> tuple[SubscriptionState, ...]:
+    """The project's subscriptions with their stored conditions (what an outcome compares)."""
+    rows = (
+        Subscription.objects.filter(project_id=project_id)
+        .order_by("pk")
+        .values_list("pk", "product__device_class", "quantity", "version", "conditions")
+    )
+    return tuple(
+        SubscriptionState(pk, cls, qty, version, tuple(conditions or ()))
+        for pk, cls, qty, version, conditions in rows
+    )
+
+
 def plan_limits(project: Project) -> PlanLimits:
     return PlanLimits(
         cpu_millicores=project.cpu_quota_millicores,
         memory_mib=project.memory_quota_mib,
-        pods=setting("CONTROLLER_POD_QUOTA", 50),
-        default_memory_request_mib=setting("CONTROLLER_DEFAULT_MEMORY_REQUEST_MIB", 2048),
-        default_memory_limit_mib=setting("CONTROLLER_DEFAULT_MEMORY_LIMIT_MIB", 4096),
-        default_cpu_request_millicores=setting("CONTROLLER_DEFAULT_CPU_REQUEST_MILLICORES", 250),
+        pods=setting("CONTROLLER_POD_QUOTA", quota.PODS),
+        default_memory_request_mib=setting(
+            "CONTROLLER_DEFAULT_MEMORY_REQUEST_MIB", quota.DEFAULT_MEMORY_REQUEST_MIB
+        ),
+        default_memory_limit_mib=setting(
+            "CONTROLLER_DEFAULT_MEMORY_LIMIT_MIB", quota.DEFAULT_MEMORY_LIMIT_MIB
+        ),
+        default_cpu_request_millicores=setting(
+            "CONTROLLER_DEFAULT_CPU_REQUEST_MILLICORES", quota.DEFAULT_CPU_REQUEST_MILLICORES
+        ),
     )
 
 
@@ -141,7 +141,7 @@ def load_project(
                 )
         if keep:
             qty = 0 if suspended else sub.quantity
-            entitlements.append(Entitlement(product_spec(sub.product), qty, template=True))
+            entitlements.append(Entitlement(sub.product.spec(), qty, template=True))
     spec = ProjectSpec(
         project_id=project.pk,
         namespace=project.namespace,
@@ -152,7 +152,9 @@ def load_project(
         all_products=tuple(products if products is not None else platform_products()),
         accounts=tenant_accounts(project, suspended),
     )
-    return ProjectState(spec, suspended, subscribed, orders, waiting)
+    return ProjectState(
+        spec, suspended, subscribed, orders, waiting, subscription_states(project_id)
+    )
 
 
 def spec_key(objects: list[dict[str, Any]]) -> str:

@@ -3,11 +3,14 @@
 Steps, under a per-project PostgreSQL advisory lock (two workers never interleave; a killed worker's
 lock dies with its connection): read the live managed objects and, if a cancel is open, the
 project's allocated claims; build the desired objects from the database; apply what differs and
-prune what is no longer desired; then move open orders on (provisioning → active, cancel →
-cancelling/cancelled) and write their conditions and the subscriptions' conditions, each only when
-it changes. Transient API errors propagate (the task retries; the resync repairs anything left); a
-permanent refusal fails the open orders and marks their subscriptions Failed with the API's reason
-and message.
+prune what is no longer desired. The database side is two outcomes computed purely by
+`controller.conditions.project_outcome` and each stored in ONE transaction by
+`portal.orders.lifecycle.store_outcome`: before applying, open buys become provisioning; after it,
+orders move on (provisioning → active, cancel → cancelling/cancelled) with their conditions and
+the subscriptions' conditions, each row only when it changes. A crash between the two leaves a
+consistent "provisioning" state the next run finishes. Transient API errors propagate (the task
+retries; the resync repairs anything left); a permanent refusal fails the open orders and marks
+their subscriptions Failed with the API's reason and message, in one transaction too.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from controller.apply import (
     TransientApiError,
     shared_api_client,
 )
-from controller.conditions import Step, report_subscriptions
+from controller.conditions import Step, project_outcome
 from controller.render.bundle import render_platform, render_project
 from controller.render.spec import CLAIM_REQUEST_NAME
 from portal.orders import lifecycle
@@ -121,51 +124,6 @@ def _live_project(applier: Applier, namespace: str) -> dict[tuple[str, str], dic
     return live
 
 
-def _finish_orders(state: desired.ProjectState, result: ReconcileResult) -> None:
-    """Move open orders on now that the cluster matches the database; write only changes."""
-    for order in state.open_orders:
-        cls = order.device_class
-        if order.kind in (Order.Kind.BUY, Order.Kind.RESIZE):
-            held = state.subscribed.get(cls, 0)
-            note = " (organization suspended: quota held at 0 until resumed)" * state.suspended
-            msg = f"Quota for {cls} is {held} slice(s){note}."
-            lifecycle.set_order_condition(
-                order.id, type="Provisioning", status="False", reason="Applied", message=msg
-            )
-            lifecycle.set_order_condition(
-                order.id, type="Ready", status="True", reason="QuotaApplied", message=msg
-            )
-            lifecycle.mark_order_active(order.id, msg)
-            result.orders[order.id] = Order.State.ACTIVE
-        elif cls in state.waiting_cancels:
-            msg = state.waiting_cancels[cls]
-            if order.state == Order.State.PENDING:
-                lifecycle.mark_order_cancelling(order.id)
-            lifecycle.set_order_condition(
-                order.id, type="Ready", status="False", reason="ClaimsStillAllocated", message=msg
-            )
-            result.orders[order.id] = Order.State.CANCELLING
-        else:
-            msg = f"Quota for {cls} is 0 and its claim template is removed."
-            lifecycle.set_order_condition(
-                order.id, type="Ready", status="True", reason="Cancelled", message=msg
-            )
-            lifecycle.mark_order_cancelled(order.id, msg)
-            result.orders[order.id] = Order.State.CANCELLED
-
-
-def _fail_orders(state: desired.ProjectState, exc: ApplyError) -> None:
-    message = (
-        f"Kubernetes refused the project's objects ({exc.reason}): {exc.message}. "
-        "Support has been notified; your previous quota is unchanged."
-    )
-    for order in state.open_orders:
-        lifecycle.set_order_condition(
-            order.id, type="Failed", status="True", reason=exc.reason, message=message
-        )
-        lifecycle.mark_order_failed(order.id, exc.reason, message)
-
-
 def reconcile_project(
     project_id: int, applier: Applier | None = None, platform_cached: bool = True
 ) -> ReconcileResult:
@@ -176,19 +134,12 @@ def reconcile_project(
     result = ReconcileResult(project_id)
     with project_lock(project_id):
         orders = desired.open_orders(project_id)
-        for order in orders:
-            if order.state == Order.State.PENDING and order.kind != Order.Kind.CANCEL:
-                lifecycle.mark_order_provisioning(order.id)
-                lifecycle.set_order_condition(
-                    order.id,
-                    type="Provisioning",
-                    status="True",
-                    reason="Applying",
-                    message="Applying quota.",
-                )
-        buying = {o.device_class for o in orders if o.kind != Order.Kind.CANCEL}
-        if buying:
-            report_subscriptions(project_id, Step.APPLYING, classes=buying)
+        # Step 1 (one transaction): the open buys are being provisioned.
+        lifecycle.store_outcome(
+            project_outcome(
+                Step.APPLYING, orders=orders, subscriptions=desired.subscription_states(project_id)
+            )
+        )
         result.changes += sync_platform(applier, prune=False, cached=platform_cached)
         live = _live_project(applier, namespace)
         cancelling = any(o.kind == Order.Kind.CANCEL for o in orders)
@@ -202,13 +153,26 @@ def reconcile_project(
             result.changes += applier.sync(render_project(state.spec), live)
         except ApplyError as exc:
             log.error("project %s: %s", project_id, exc)
-            _fail_orders(state, exc)
-            report_subscriptions(project_id, Step.FAILED, failure=(exc.reason, exc.message))
+            # Step 2, refused (one transaction): open orders failed, subscriptions say why.
+            lifecycle.store_outcome(
+                project_outcome(
+                    Step.FAILED,
+                    orders=state.open_orders,
+                    subscriptions=state.subscriptions,
+                    failure=(exc.reason, exc.message),
+                )
+            )
             raise
-        _finish_orders(state, result)
-        report_subscriptions(
-            project_id, Step.APPLIED, suspended=state.suspended, waiting=state.waiting_cancels
+        # Step 2 (one transaction): the cluster matches the database; orders move on.
+        outcome = project_outcome(
+            Step.APPLIED,
+            orders=state.open_orders,
+            subscriptions=state.subscriptions,
+            suspended=state.suspended,
+            waiting=state.waiting_cancels,
         )
+        lifecycle.store_outcome(outcome)
+        result.orders = {o.order_id: o.state for o in outcome.orders if o.state}
     result.calls = applier.calls - before
     if result.changes:
         log.info("project %s: %s", project_id, ", ".join(result.changes))

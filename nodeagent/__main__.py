@@ -24,7 +24,18 @@ def parse(argv: list[str] | None = None) -> Options:
     r.add_argument("--state-dir", type=Path, help="default /var/lib/tranche/<node>")
     r.add_argument("--kubelet-dir", type=Path, help="default /var/lib/kubelet")
     r.add_argument("--cdi-dir", type=Path, help="default /var/run/cdi")
-    r.add_argument("--core-lib", type=Path, default=CORE_LIB)
+    r.add_argument(
+        "--core-lib",
+        type=Path,
+        default=Path(os.environ.get("TRANCHE_CORE_LIB", CORE_LIB)),
+        help=f"the interception core (libtranche.so); default $TRANCHE_CORE_LIB or {CORE_LIB}",
+    )
+    r.add_argument(
+        "--simgpu-dir",
+        type=Path,
+        help="with --simulate: simgpu's libraries (default: simgpu/ beside --core-lib, as "
+        "`make -C nodeagent/native` builds them)",
+    )
     r.add_argument("--no-kubelet-lite", dest="kubelet_lite", action="store_false",
                    help="with --simulate: publish and serve only, run no pods")  # fmt: skip
     r.add_argument("--sim-gpus", type=int, default=4)
@@ -48,6 +59,7 @@ def parse(argv: list[str] | None = None) -> Options:
         kubelet_dir=a.kubelet_dir or Path("/var/lib/kubelet"),
         cdi_dir=a.cdi_dir or Path("/var/run/cdi"),
         core_lib=a.core_lib,
+        simgpu_dir=(a.simgpu_dir or a.core_lib.parent / "simgpu") if a.simulate else None,
         sim_gpus=a.sim_gpus,
         sim_model=a.sim_model,
         metrics_port=a.metrics_port,
@@ -62,7 +74,13 @@ def main() -> None:
         level=os.environ.get("TRANCHE_LOG_LEVEL", "INFO"),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    asyncio.run(run(parse()))
+    opts = parse()
+    if not opts.core_lib.is_file():
+        raise SystemExit(
+            f"nodeagent: the interception core is not at {opts.core_lib}: install it there, or "
+            "pass --core-lib (or set TRANCHE_CORE_LIB) to where libtranche.so is"
+        )
+    asyncio.run(run(opts))
 
 
 if __name__ == "__main__":

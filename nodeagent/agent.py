@@ -10,19 +10,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
-import hashlib
 import logging
-import os
 import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 log = logging.getLogger("nodeagent")
-REPO = Path(__file__).resolve().parent.parent
-SIMGPU_DIR = REPO / "nodeagent" / "native" / "build" / "simgpu"
-CORE_LIB = REPO / "nodeagent" / "native" / "build" / "libtranche.so"
+# Where an install puts the interception core (the image, the Helm chart); --core-lib or
+# TRANCHE_CORE_LIB say otherwise. The agent never looks for it in a source checkout.
+CORE_LIB = Path("/usr/lib/tranche/libtranche.so")
 PUBLISH_EVERY = 10.0  # seconds: re-check the pool (repairs drift) and renew the lease
 
 
@@ -38,6 +35,7 @@ class Options:
     kubelet_dir: Path
     cdi_dir: Path
     core_lib: Path
+    simgpu_dir: Path | None
     sim_gpus: int
     sim_model: str
     metrics_port: int
@@ -46,42 +44,22 @@ class Options:
     tolerance_mib: int
 
 
-def simulate_node_gpus(opts: Options) -> dict[str, str]:
-    """Point NVML/CUDA at simgpu with node-unique GPU UUIDs; returns the env workloads get."""
-    opts.state_dir.mkdir(parents=True, exist_ok=True)
-    config = opts.state_dir / "simgpu.conf"
-    # Unique per node name (UUIDs are published cluster-wide), stable across restarts.
-    tag = int.from_bytes(hashlib.sha256(opts.node.encode()).digest()[:4], "big")
-    lines = [
-        f'device name="{opts.sim_model}" memory_mib=32768 sm_count=80 cc=7.0 '
-        f"uuid=GPU-{tag:08x}-0000-4000-8000-{i:012x}"
-        for i in range(opts.sim_gpus)
-    ]
-    config.write_text("\n".join(lines) + "\n")
-    env = {
-        "SIMGPU_CONFIG": str(config),
-        "SIMGPU_STATE": str(opts.state_dir / "simgpu.state"),
-        "LD_LIBRARY_PATH": str(SIMGPU_DIR),
-    }
-    os.environ.update({k: v for k, v in env.items() if k.startswith("SIMGPU")})
-    # pynvml dlopens "libnvidia-ml.so.1"; loading simgpu's first makes that name resolve to it.
-    ctypes.CDLL(str(SIMGPU_DIR / "libnvidia-ml.so.1"), mode=ctypes.RTLD_GLOBAL)
-    # Likewise libcuda.so.1, which discovery uses to measure a context's footprint.
-    ctypes.CDLL(str(SIMGPU_DIR / "libcuda.so.1"), mode=ctypes.RTLD_GLOBAL)
-    return env
-
-
 async def run(opts: Options) -> None:
     from kubernetes import config as kconfig
 
     from nodeagent import discovery, owners
     from nodeagent.draplugin.prepare import Layout, Preparer, api_claim_source
     from nodeagent.draplugin.server import PluginServer, Sockets
-    from nodeagent.kubeletlite import KubeletLite
     from nodeagent.slices import SlicePublisher
     from nodeagent.status import Collector
 
-    sim_env = simulate_node_gpus(opts) if opts.simulate else {}
+    sim_env: dict[str, str] = {}
+    if opts.simulate:
+        from nodeagent.sim.gpus import simulate_node_gpus
+
+        sim_env = simulate_node_gpus(
+            opts.node, opts.state_dir, opts.simgpu_dir, opts.sim_gpus, opts.sim_model
+        )
     gpus = discovery.discover()
     log.info("node %s: %d GPU(s): %s", opts.node, len(gpus), ", ".join(g.uuid for g in gpus))
     api = kconfig.new_client_from_config(str(opts.kubeconfig) if opts.kubeconfig else None)
@@ -93,6 +71,8 @@ async def run(opts: Options) -> None:
     server.start()
     lite = None
     if opts.kubelet_lite:
+        from nodeagent.sim.kubeletlite import KubeletLite
+
         lite = KubeletLite(
             api, opts.node, plugin_socket=sockets.plugin, cdi_dir=opts.cdi_dir,
             sim_env=sim_env, log_dir=opts.state_dir / "pods",

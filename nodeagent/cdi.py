@@ -15,8 +15,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from tranche.names import CDI_VENDOR
+
 CDI_VERSION = "1.1.0"  # specs-go v1.1.1 CurrentVersion
-CDI_VENDOR = "tranche.dev"
 CDI_CLASS = "gpu"
 CDI_KIND = f"{CDI_VENDOR}/{CDI_CLASS}"
 

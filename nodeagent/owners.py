@@ -23,11 +23,11 @@ import re
 import threading
 from pathlib import Path
 
+from tranche.names import LABEL_TENANT  # on every tenant namespace (controller/render/namespace.py)
+
 log = logging.getLogger(__name__)
 
 PROC = Path("/proc")
-# Set by the controller on every tenant namespace (controller/render/namespace.py).
-LABEL_TENANT = "tranche.dev/tenant"
 _UID = r"[0-9a-f]{8}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{12}"
 # "pod<uid>" as a whole path component (cgroupfs) or a systemd slice name's last part.
 _POD = re.compile(rf"(?:^|/|-)pod({_UID})(?:\.slice)?(?=/|$)")

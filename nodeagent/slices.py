@@ -18,18 +18,22 @@ import json
 import logging
 import os
 import socket
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from nodeagent.discovery import GpuInfo
+from tranche.names import (
+    ANNOTATION_DEVICES_DIGEST,
+    DRIVER,
+    LABEL_SLICE_MANAGED_BY,
+    SLICE_MANAGER,
+)
 
 log = logging.getLogger(__name__)
 
-DRIVER = "gpu.tranche.dev"
-LABEL_MANAGED = "tranche.dev/managed-by"
-ANNOTATION_DIGEST = "tranche.dev/devices-digest"
+LABEL_MANAGED = LABEL_SLICE_MANAGED_BY
+ANNOTATION_DIGEST = ANNOTATION_DEVICES_DIGEST
 LEASE_NAMESPACE = "kube-node-lease"
 LEASE_SECONDS = 30
 GIB = 1024**3
@@ -108,7 +112,7 @@ def render_resource_slice(
     """
     metadata: dict = {
         "name": f"{node}-{DRIVER.replace('.', '-')}",
-        "labels": {LABEL_MANAGED: "tranche-nodeagent"},
+        "labels": {LABEL_MANAGED: SLICE_MANAGER},
     }
     if node_uid:
         metadata["ownerReferences"] = [
@@ -264,15 +268,3 @@ class SlicePublisher:
         for s in self._existing():
             self.api.delete_resource_slice(s["metadata"]["name"])
         self.lease.release()
-
-
-def wait_for(predicate, timeout: float, what: str, interval: float = 0.2):
-    """Poll until predicate() is truthy; raise TimeoutError naming what we waited for."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(interval)

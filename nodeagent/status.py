@@ -25,6 +25,7 @@ from pathlib import Path
 from nodeagent import owners, region
 from nodeagent.checkpoint import Checkpoint, PreparedClaim
 from nodeagent.discovery import GpuInfo
+from tranche.agent_protocol import GpuReport, PodReport
 
 log = logging.getLogger(__name__)
 
@@ -121,8 +122,8 @@ class Collector:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
 
-    def collect(self) -> tuple[list[dict], dict[tuple[str, str], dict]]:
-        """(gpus, pods keyed by (namespace, pod)) in the portal protocol's field names."""
+    def collect(self) -> tuple[list[GpuReport], dict[tuple[str, str], PodReport]]:
+        """(gpus, pods keyed by (namespace, pod)) as the message schema types them."""
         now = time.monotonic()
         pods: dict[tuple[str, str], dict] = {}
         used_per_gpu: dict[str, int] = {}
@@ -143,26 +144,26 @@ class Collector:
                 share = 100.0 * (c_used - c0) / ((now - t0) * 1e9) if now > t0 else 0.0
                 for pod in claim.pods:
                     ns, name, uid = ([*pod.split("/"), "", ""])[:3]
-                    pods[(ns, name)] = {
-                        "namespace": ns,
-                        "pod": name,
-                        "uid": uid or claim.uid,
-                        "gpu_uuid": dev.uuid,
-                        "memory_limit_bytes": dev.memory_bytes,
-                        "memory_used_bytes": used,
-                        "rejected_allocations": usage.rejected_allocations if usage else 0,
-                        "compute_target_percent": dev.compute_percent,
-                        "compute_used_percent": round(max(0.0, share), 2),
-                        "throttled_seconds": round((usage.throttled_ns if usage else 0) / 1e9, 3),
-                        "processes": len(reading.live_slots) if reading else 0,
-                    }
+                    pods[(ns, name)] = PodReport(
+                        namespace=ns,
+                        pod=name,
+                        uid=uid or claim.uid,
+                        gpu_uuid=dev.uuid,
+                        memory_limit_bytes=dev.memory_bytes,
+                        memory_used_bytes=used,
+                        rejected_allocations=usage.rejected_allocations if usage else 0,
+                        compute_target_percent=dev.compute_percent,
+                        compute_used_percent=round(max(0.0, share), 2),
+                        throttled_seconds=round((usage.throttled_ns if usage else 0) / 1e9, 3),
+                        processes=len(reading.live_slots) if reading else 0,
+                    )
         gpus = [
-            {
-                "uuid": g.uuid,
-                "name": g.name,
-                "memory_total_bytes": g.memory_bytes,
-                "memory_used_bytes": used_per_gpu.get(g.uuid, 0),
-            }
+            GpuReport(
+                uuid=g.uuid,
+                name=g.name,
+                memory_total_bytes=g.memory_bytes,
+                memory_used_bytes=used_per_gpu.get(g.uuid, 0),
+            )
             for g in self.gpus
         ]
         return gpus, pods

@@ -17,6 +17,8 @@ import time
 from collections import deque
 from urllib.parse import urlsplit
 
+from tranche.agent_protocol import GpuReport, PodReport, RemovedPod, StatusFrame
+
 log = logging.getLogger(__name__)
 
 
@@ -52,7 +54,7 @@ class StatusStream:
         self._force_full = True
         self._wake = asyncio.Event()
 
-    def offer(self, gpus: list[dict], pods: dict[tuple[str, str], dict]) -> None:
+    def offer(self, gpus: list[GpuReport], pods: dict[tuple[str, str], PodReport]) -> None:
         """Queue one status message (call from the event loop's thread)."""
         if len(self.buffer) >= self.buffer_size:
             self.buffer.popleft()  # oldest first: the newest state matters most
@@ -62,23 +64,23 @@ class StatusStream:
         full = self._force_full or now - self._last_full >= self.full_every
         changed = [p for k, p in pods.items() if full or self._last.get(k) != p]
         removed = [
-            {"namespace": ns, "pod": pod} for (ns, pod) in self._last if (ns, pod) not in pods
+            RemovedPod(namespace=ns, pod=pod) for (ns, pod) in self._last if (ns, pod) not in pods
         ]
         self._last = dict(pods)
         if full:
             self._last_full, self._force_full = now, False
         self.seq += 1
-        msg = {
-            "type": "status",
-            "node": self.node,
-            "seq": self.seq,
-            "ts": now,
-            "full": full,
-            "dropped": self.dropped,
-            "gpus": gpus,
-            "pods": changed,
-            "removed": removed,
-        }
+        msg = StatusFrame(
+            type="status",
+            node=self.node,
+            seq=self.seq,
+            ts=now,
+            full=full,
+            dropped=self.dropped,
+            gpus=gpus,
+            pods=changed,
+            removed=removed,
+        )
         self.buffer.append(json.dumps(msg, separators=(",", ":")))
         self._wake.set()
 

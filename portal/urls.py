@@ -9,6 +9,7 @@ from django.urls import path, register_converter
 from portal.access import views as access_views
 from portal.catalog import views as catalog_views
 from portal.core import views as core_views
+from portal.orders import manifest_views
 from portal.orders import views as order_views
 from portal.status import views as status_views
 from portal.tenants import views as tenant_views
@@ -50,10 +51,10 @@ urlpatterns = [
     path(P + "order/confirm/", order_views.order_confirm, name="order_confirm"),
     path(P + "orders/", order_views.order_list, name="order_list"),
     path(P + "orders/<id:order_id>/", order_views.order_detail, name="order_detail"),
-    path(P + "manifests/<id:product_id>/", catalog_views.manifest, name="manifest"),
+    path(P + "manifests/<id:product_id>/", manifest_views.manifest, name="manifest"),
     path(
         P + "manifests/<id:product_id>/download/",
-        catalog_views.manifest_download,
+        manifest_views.manifest_download,
         name="manifest_download",
     ),
 ]

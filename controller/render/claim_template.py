@@ -1,56 +1,23 @@
-"""The documented ResourceClaimTemplate per product, and the entitlements the policies read.
+"""Claim templates of a project's products, and the entitlements the policies read.
 
-The one renderer of the documented form: the portal's manifest page shows exactly this (it
-imports it), the claim policy admits exactly this, and a unit test pins both for every product.
+The documented form itself is `tranche.claims.render_claim_template` (the one renderer, which
+the portal's manifest page shows too); the claim policy admits exactly that form.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from controller.render.spec import (
-    CLAIM_REQUEST_NAME,
-    ENTITLEMENTS_CONFIGMAP,
-    ProjectIdentity,
-    ProjectSpec,
-    SliceSize,
-    memory_quantity,
-    project_labels,
-)
+from controller.render.spec import ENTITLEMENTS_CONFIGMAP, ProjectSpec, project_labels
+from tranche.claims import render_claim_template
+from tranche.products import claim_capacity
 
-
-def claim_capacity(product: SliceSize) -> dict[str, str]:
-    """The exact capacity requests of one slice of `product`."""
-    return {"memory": memory_quantity(product.memory_mib), "cores": str(product.compute_percent)}
-
-
-def render_claim_template(spec: ProjectIdentity, product: SliceSize) -> dict[str, Any]:
-    """Template named like the class; one request `gpu`, count 1, the product's capacity."""
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaimTemplate",
-        "metadata": {
-            "name": product.device_class,
-            "namespace": spec.namespace,
-            "labels": project_labels(spec),
-        },
-        "spec": {
-            "spec": {
-                "devices": {
-                    "requests": [
-                        {
-                            "name": CLAIM_REQUEST_NAME,
-                            "exactly": {
-                                "deviceClassName": product.device_class,
-                                "count": 1,
-                                "capacity": {"requests": claim_capacity(product)},
-                            },
-                        }
-                    ]
-                }
-            }
-        },
-    }
+__all__ = [
+    "claim_capacity",
+    "render_claim_template",
+    "render_claim_templates",
+    "render_entitlements",
+]
 
 
 def render_claim_templates(spec: ProjectSpec) -> list[dict[str, Any]]:

@@ -1,47 +1,72 @@
 """Plain, frozen inputs of the renderers: what a project bought, independent of Django.
 
 `controller.desired` builds these from the database; the renderers turn them into dicts. Keeping
-them here (no Django, no kubernetes) lets golden tests construct them by hand.
+them here (no Django, no kubernetes) lets golden tests construct them by hand. Names, labels, the
+product spec and quantities are the shared ones of `tranche`, re-exported for the renderers.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
 
-DRIVER = "gpu.tranche.dev"
-LABEL_DOMAIN = "tranche.dev"
-LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
-MANAGED_BY = "tranche"
-LABEL_ORGANIZATION = "tranche.dev/organization"
-LABEL_PROJECT = "tranche.dev/project"
-LABEL_TENANT = "tranche.dev/tenant"
-LABEL_COMPONENT = "tranche.dev/component"
-ANNOTATION_SPEC_HASH = "tranche.dev/spec-hash"
-CLAIM_REQUEST_NAME = "gpu"
-ENTITLEMENTS_CONFIGMAP = "tranche-entitlements"
-TENANT_ROLE = "tranche-tenant"
-# Cluster access (docs/cluster-access.md): read-only rights, and what a suspended organization's
-# members keep (read plus delete); the portal's right to mint tokens in project namespaces.
-TENANT_VIEW_ROLE = "tranche-tenant-view"
-TENANT_SUSPENDED_ROLE = "tranche-tenant-suspended"
-PORTAL_TOKENS_ROLE = "tranche-portal-tokens"
-PORTAL_SERVICE_ACCOUNT = ("tranche-system", "tranche-portal")
-ANNOTATION_PORTAL_USER = "tranche.dev/portal-user"
-# The controller's identity when installed with deploy/install (a platform user in policies).
-CONTROLLER_SERVICE_ACCOUNT = "system:serviceaccount:tranche-system:tranche-controller"
-QUOTA_NAME = "tranche-quota"
-LIMIT_RANGE_NAME = "tranche-defaults"
+from tranche import quota
+from tranche.claims import ProjectIdentity, platform_labels, project_labels
+from tranche.names import (
+    ANNOTATION_PORTAL_USER,
+    ANNOTATION_SPEC_HASH,
+    CLAIM_REQUEST_NAME,
+    CONTROLLER_SERVICE_ACCOUNT,
+    DRIVER,
+    ENTITLEMENTS_CONFIGMAP,
+    LABEL_COMPONENT,
+    LABEL_DOMAIN,
+    LABEL_MANAGED_BY,
+    LABEL_ORGANIZATION,
+    LABEL_PROJECT,
+    LABEL_TENANT,
+    LIMIT_RANGE_NAME,
+    MANAGED_BY,
+    PORTAL_SERVICE_ACCOUNT,
+    PORTAL_TOKENS_ROLE,
+    QUOTA_NAME,
+    TENANT_ROLE,
+    TENANT_SUSPENDED_ROLE,
+    TENANT_VIEW_ROLE,
+    tenant_group,
+)
+from tranche.products import ProductSpec, cpu_quantity, memory_quantity
 
-
-@dataclass(frozen=True)
-class ProductSpec:
-    """One slice product as Kubernetes sees it."""
-
-    device_class: str
-    gpu_name: str
-    memory_mib: int
-    compute_percent: int
+__all__ = [
+    "ANNOTATION_PORTAL_USER",
+    "ANNOTATION_SPEC_HASH",
+    "CLAIM_REQUEST_NAME",
+    "CONTROLLER_SERVICE_ACCOUNT",
+    "DRIVER",
+    "ENTITLEMENTS_CONFIGMAP",
+    "LABEL_COMPONENT",
+    "LABEL_DOMAIN",
+    "LABEL_MANAGED_BY",
+    "LABEL_ORGANIZATION",
+    "LABEL_PROJECT",
+    "LABEL_TENANT",
+    "LIMIT_RANGE_NAME",
+    "MANAGED_BY",
+    "PORTAL_SERVICE_ACCOUNT",
+    "PORTAL_TOKENS_ROLE",
+    "QUOTA_NAME",
+    "TENANT_ROLE",
+    "TENANT_SUSPENDED_ROLE",
+    "TENANT_VIEW_ROLE",
+    "Entitlement",
+    "PlanLimits",
+    "ProductSpec",
+    "ProjectIdentity",
+    "ProjectSpec",
+    "cpu_quantity",
+    "memory_quantity",
+    "platform_labels",
+    "project_labels",
+]
 
 
 @dataclass(frozen=True)
@@ -61,12 +86,12 @@ class Entitlement:
 class PlanLimits:
     """Non-GPU quota of a project and the container defaults of its LimitRange."""
 
-    cpu_millicores: int = 8000
-    memory_mib: int = 16384
-    pods: int = 50
-    default_memory_request_mib: int = 2048
-    default_memory_limit_mib: int = 4096
-    default_cpu_request_millicores: int = 250
+    cpu_millicores: int = quota.CPU_MILLICORES
+    memory_mib: int = quota.MEMORY_MIB
+    pods: int = quota.PODS
+    default_memory_request_mib: int = quota.DEFAULT_MEMORY_REQUEST_MIB
+    default_memory_limit_mib: int = quota.DEFAULT_MEMORY_LIMIT_MIB
+    default_cpu_request_millicores: int = quota.DEFAULT_CPU_REQUEST_MILLICORES
 
 
 @dataclass(frozen=True)
@@ -102,54 +127,4 @@ class ProjectSpec:
     @property
     def tenant_group(self) -> str:
         """The group a tenant's identity carries to act in this project's namespace."""
-        return f"tranche.dev:tenant:{self.namespace}"
-
-
-def memory_quantity(memory_mib: int) -> str:
-    """Canonical Kubernetes quantity for MiB: whole GiB as `8Gi`, else `<n>Mi`."""
-    if memory_mib % 1024 == 0:
-        return f"{memory_mib // 1024}Gi"
-    return f"{memory_mib}Mi"
-
-
-def cpu_quantity(millicores: int) -> str:
-    """Canonical Kubernetes quantity for CPU: whole cores as `8`, else `<n>m`."""
-    if millicores % 1000 == 0:
-        return str(millicores // 1000)
-    return f"{millicores}m"
-
-
-class ProjectIdentity(Protocol):
-    """What labels and namespaced objects need of a project (ProjectSpec, or the portal's ref)."""
-
-    @property
-    def namespace(self) -> str: ...
-    @property
-    def organization(self) -> str: ...
-    @property
-    def project(self) -> str: ...
-
-
-class SliceSize(Protocol):
-    """What a claim template needs of a product (ProductSpec, or the portal's)."""
-
-    @property
-    def device_class(self) -> str: ...
-    @property
-    def memory_mib(self) -> int: ...
-    @property
-    def compute_percent(self) -> int: ...
-
-
-def project_labels(spec: ProjectIdentity) -> dict[str, str]:
-    """Labels on every object Tranche manages in a project namespace (prune selects on them)."""
-    return {
-        LABEL_ORGANIZATION: spec.organization,
-        LABEL_PROJECT: spec.project,
-        LABEL_MANAGED_BY: MANAGED_BY,
-    }
-
-
-def platform_labels() -> dict[str, str]:
-    """Labels on cluster-scoped objects shared by all projects (classes, policies)."""
-    return {LABEL_MANAGED_BY: MANAGED_BY, LABEL_COMPONENT: "platform"}
+        return tenant_group(self.namespace)

@@ -16,9 +16,10 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from deploy.devcluster.config import FAKE_NODE_LABEL
+from tranche.names import DOMAIN
 
-GPU_MODEL_LABEL = "tranche.dev/gpu-model"
-GPU_COUNT_LABEL = "tranche.dev/gpu-count"
+GPU_MODEL_LABEL = f"{DOMAIN}/gpu-model"
+GPU_COUNT_LABEL = f"{DOMAIN}/gpu-count"
 # The label NVIDIA's GPU feature discovery sets; kept so selectors written for
 # real clusters also match the fake nodes.
 NVIDIA_PRODUCT_LABEL = "nvidia.com/gpu.product"

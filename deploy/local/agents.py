@@ -16,6 +16,8 @@ from pathlib import Path
 from deploy.local import procs
 
 REPO = Path(__file__).resolve().parents[2]
+# The core as `make -C nodeagent/native` builds it (simgpu beside it); an install passes its own.
+CORE_LIB = REPO / "nodeagent" / "native" / "build" / "libtranche.so"
 PREFIX = "kwok-gpu"
 NODE_COUNT = 2
 GPUS_PER_NODE = 4
@@ -37,6 +39,7 @@ def argv(
         sys.executable, "-m", "nodeagent", "run",
         "--node", node,
         "--simulate",
+        "--core-lib", str(CORE_LIB),
         "--sim-gpus", str(GPUS_PER_NODE),
         "--kubeconfig", str(kubeconfig),
         "--portal", f"ws://127.0.0.1:{port}/ws/agent/",

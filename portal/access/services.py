@@ -21,7 +21,7 @@ from django.utils import timezone
 from portal.access import cluster
 from portal.access.models import ClusterAccess
 from portal.audit.services import record_audit
-from portal.orders import queue
+from portal.core import queue
 from portal.tenants.errors import ServiceError
 from portal.tenants.models import Project
 from portal.tenants.naming import account_name

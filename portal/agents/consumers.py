@@ -2,8 +2,9 @@
 
 Authentication on connect: `Authorization: Bearer <token>` plus `X-Tranche-Node: <node>`; a
 wrong or revoked token refuses the handshake. Each frame is then validated on its own: a
-malformed, oversized or foreign message is answered with {"error", "seq"} and logged with its
-reason, and the connection stays open, so a bug in one message never cuts a node's status feed.
+malformed, oversized, out-of-bounds or foreign message, and one the database refuses, is answered
+with {"error", "seq"} and logged with its reason, and the connection stays open, so a bug in one
+message never cuts a node's status feed.
 Accepted pods are published to `project.<id>` groups, ids taken from the database.
 """
 
@@ -14,10 +15,11 @@ import logging
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
+from django.db import DatabaseError
 
 from portal.agents import services
-from portal.agents.protocol import MessageRejectedError, parse_status
 from portal.core.groups import project_group
+from tranche.agent_protocol import MessageRejectedError, parse_status
 
 log = logging.getLogger("portal.agents")
 
@@ -56,6 +58,16 @@ class AgentConsumer(AsyncWebsocketConsumer):
             msg = parse_status(text_data, bytes_data, self.node)
             seq = msg.seq
             events = await database_sync_to_async(services.record_status)(self.node, msg)
+        except DatabaseError as exc:
+            # Nothing of the message was stored (one transaction); the socket stays open, so a
+            # bad row or a database hiccup never cuts the node's feed.
+            log.error("agent message %s from node %s not stored: %s", seq, self.node, exc)
+            reason = (
+                f"the portal could not store this message ({type(exc).__name__}); nothing of it "
+                "was stored: the next full status resends it, and the portal's log has the cause"
+            )
+            await self.send(json.dumps({"error": reason, "seq": seq}))
+            return
         except MessageRejectedError as exc:
             if seq is None and text_data and len(text_data) < 65536:
                 try:

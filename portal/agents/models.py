@@ -6,6 +6,11 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
+from tranche.agent_protocol import PodReport, fields_of
+
+# Column sizes are the message schema's bounds: what validates always fits.
+_POD = fields_of(PodReport)
+
 
 class NodeToken(models.Model):
     """The credential of one node's agent. The plaintext is shown once, at creation."""
@@ -36,10 +41,10 @@ class PodSliceStatus(models.Model):
 
     project = models.ForeignKey("tenants.Project", on_delete=models.CASCADE)
     node_name = models.CharField(max_length=253)
-    namespace = models.CharField(max_length=63)
-    pod_name = models.CharField(max_length=253)
-    pod_uid = models.CharField(max_length=64)
-    gpu_uuid = models.CharField(max_length=64)
+    namespace = models.CharField(max_length=_POD["namespace"].max_length)
+    pod_name = models.CharField(max_length=_POD["pod"].max_length)
+    pod_uid = models.CharField(max_length=_POD["uid"].max_length)
+    gpu_uuid = models.CharField(max_length=_POD["gpu_uuid"].max_length)
     memory_limit_bytes = models.PositiveBigIntegerField()
     memory_used_bytes = models.PositiveBigIntegerField()
     rejected_allocations = models.PositiveBigIntegerField()

@@ -16,11 +16,20 @@ from datetime import UTC, datetime
 from django.db import transaction
 from django.utils import timezone
 
+from portal.agents.events import PodRemovedEvent, PodStatusEvent, ProjectEvent
 from portal.agents.models import NodeToken, PodSliceStatus
-from portal.agents.protocol import MessageRejectedError, StatusMessage
 from portal.tenants.models import Project
+from tranche.agent_protocol import (
+    MessageRejectedError,
+    PodReport,
+    RemovedPod,
+    StatusMessage,
+    columns_of,
+)
 
 TOKEN_BYTES = 32
+# PodSliceStatus column of each reported pod field; namespace and pod name identify the row.
+POD_COLUMNS = {f: c for f, c in columns_of(PodReport).items() if f not in ("namespace", "pod")}
 
 
 class TokenExistsError(Exception):
@@ -78,16 +87,18 @@ class Published:
     """One event for a project's channel group."""
 
     project_id: int
-    event: dict
+    event: ProjectEvent
 
 
-def _event(project_id: int, node: str, pod: dict | None, removed: dict | None = None) -> Published:
+def _event(
+    project_id: int, node: str, pod: PodReport | None, removed: RemovedPod | None = None
+) -> Published:
     if removed is not None:
-        return Published(
-            project_id,
-            {"type": "pod.removed", "namespace": removed["namespace"], "pod": removed["pod"]},
+        gone = PodRemovedEvent(
+            type="pod.removed", namespace=removed["namespace"], pod=removed["pod"]
         )
-    return Published(project_id, {"type": "pod.status", "node": node, **(pod or {})})
+        return Published(project_id, gone)
+    return Published(project_id, PodStatusEvent(type="pod.status", node=node, **(pod or {})))
 
 
 @transaction.atomic
@@ -121,16 +132,8 @@ def record_status(node_name: str, msg: StatusMessage) -> list[Published]:
             defaults={
                 "project_id": project_id,
                 "node_name": node_name,
-                "pod_uid": p["uid"],
-                "gpu_uuid": p["gpu_uuid"],
-                "memory_limit_bytes": p["memory_limit_bytes"],
-                "memory_used_bytes": p["memory_used_bytes"],
-                "rejected_allocations": p["rejected_allocations"],
-                "compute_target_percent": p["compute_target_percent"],
-                "compute_used_percent": p["compute_used_percent"],
-                "throttled_seconds": p["throttled_seconds"],
-                "processes": p["processes"],
                 "reported_at": reported,
+                **{column: p[field] for field, column in POD_COLUMNS.items()},
             },
         )
         events.append(_event(project_id, node_name, p))

@@ -1,7 +1,8 @@
 """Pure renderers of the documented ResourceClaimTemplate and a sample workload using it.
 
 No Django and no Kubernetes client here: plain dataclasses in, plain dicts (and YAML text) out.
-The claim template itself is `controller.render.claim_template` (pure too), re-exported here.
+The claim template itself is `tranche.claims.render_claim_template` (the one renderer the
+controller applies too), re-exported here with the one `ProductSpec`.
 
 Shape shared with the controller and the admission policies (keep exactly):
 - the template is named like the DeviceClass (`tranche-v100-8g`), labelled with
@@ -19,10 +20,11 @@ from typing import Any
 
 import yaml
 
-# The claim template and its names come from the controller's pure renderers, so the page shows
-# exactly what the controller applies and the admission policy admits (one source of truth).
-from controller.render.claim_template import render_claim_template
-from controller.render.spec import CLAIM_REQUEST_NAME, LABEL_PROJECT, memory_quantity
+# The claim template, its names and the product spec are the shared ones of `tranche`, so the
+# page shows exactly what the controller applies and the admission policy admits.
+from tranche.claims import render_claim_template
+from tranche.names import CLAIM_REQUEST_NAME, LABEL_PROJECT
+from tranche.products import ProductSpec, memory_quantity
 
 __all__ = [
     "ProductSpec",
@@ -34,17 +36,6 @@ __all__ = [
     "render_sample_deployment",
     "to_yaml",
 ]
-
-
-@dataclass(frozen=True)
-class ProductSpec:
-    """What a slice product means to Kubernetes."""
-
-    device_class: str
-    memory_mib: int
-    compute_percent: int
-    gpu_name: str = ""
-    compute_capability: str = ""
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from decimal import Decimal
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 
-from portal.catalog.manifests import ProductSpec
+from tranche.products import ProductSpec
 
 
 class GpuModel(models.Model):

@@ -8,6 +8,7 @@ from django.db import transaction
 
 from portal.catalog.models import GpuModel, Product
 from portal.core.seeding import seeder
+from tranche.names import device_class_name
 
 V100_PRODUCTS = [
     # (size GiB, percent, monthly EUR, hourly EUR)
@@ -32,7 +33,7 @@ def ensure_catalogue() -> list[Product]:
     products = []
     for gib, percent, monthly, hourly in V100_PRODUCTS:
         product, _ = Product.objects.get_or_create(
-            device_class=f"tranche-v100-{gib}g",
+            device_class=device_class_name("v100", gib),
             defaults={
                 "gpu_model": gpu,
                 "name": f"V100 {gib} GiB slice ({percent} %)",

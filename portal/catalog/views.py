@@ -1,18 +1,14 @@
-"""Catalogue page and the per-project manifest page (view, copy, download)."""
+"""The catalogue page: what is for sale (the per-project manifest pages are
+`portal.orders.manifest_views`, since they show what the project holds)."""
 
 from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from portal.catalog import manifests
-from portal.catalog.models import Product
-from portal.catalog.selectors import find_product, sellable_products
-from portal.orders.selectors import current_quantity
+from portal.catalog.selectors import sellable_products
 from portal.tenants.context import nav_context
-from portal.tenants.models import Project
-from portal.tenants.selectors import get_project
 
 
 @login_required
@@ -20,56 +16,3 @@ def catalogue(request: HttpRequest) -> HttpResponse:
     """Sellable products with price, memory, compute share and the GPU they run on."""
     context = {"products": sellable_products(), **nav_context(request)}
     return render(request, "catalog/catalogue.html", context)
-
-
-def _bundle(project: Project, product: Product) -> tuple[str, str]:
-    ref = manifests.ProjectRef(
-        namespace=project.namespace,
-        organization=project.organization.slug,
-        project=project.slug,
-    )
-    spec = product.spec()
-    template = manifests.to_yaml([manifests.render_claim_template(ref, spec)])
-    workload = manifests.WorkloadSpec()
-    deployment = manifests.to_yaml(
-        [
-            manifests.render_models_volume(ref, workload),
-            manifests.render_sample_deployment(ref, spec, workload),
-        ]
-    )
-    return template, deployment
-
-
-def _load(request: HttpRequest, project_id: int, product_id: int) -> tuple[Project, Product]:
-    project, _ = get_project(request.user, project_id)
-    product = find_product(product_id)
-    if product is None:
-        raise Http404("No such product.")
-    return project, product
-
-
-@login_required
-def manifest(request: HttpRequest, project_id: int, product_id: int) -> HttpResponse:
-    """The documented claim template and a Deployment using it, for this project."""
-    project, product = _load(request, project_id, product_id)
-    template, deployment = _bundle(project, product)
-    context = {
-        "project": project,
-        "product": product,
-        "template_yaml": template,
-        "deployment_yaml": deployment,
-        "entitled": current_quantity(project, product),
-        **nav_context(request, project),
-    }
-    return render(request, "catalog/manifest.html", context)
-
-
-@login_required
-def manifest_download(request: HttpRequest, project_id: int, product_id: int) -> HttpResponse:
-    """The workload manifest as a YAML file."""
-    project, product = _load(request, project_id, product_id)
-    _template, deployment = _bundle(project, product)
-    response = HttpResponse(deployment, content_type="application/yaml; charset=utf-8")
-    filename = f"{project.slug}-{product.device_class}.yaml"
-    response["Content-Disposition"] = f'attachment; filename="{filename}"'
-    return response

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from portal.billing.exports import export_orders, export_subscriptions
 from portal.core.admin import ReadOnlyAdmin
+from portal.orders.exports import export_orders, export_subscriptions
 from portal.orders.models import Order, OrderEvent, ProjectUsage, Subscription
 
 

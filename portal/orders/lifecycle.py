@@ -1,5 +1,10 @@
 """Services the controller calls to move orders through their state machine and report usage.
 
+`store_outcome(outcome)` is the reconcile's one entry point: the order transitions and the order
+and subscription conditions of one reconcile step, written in ONE transaction (a crash leaves
+either all of it or none), each row only if it changes. The single-purpose functions below
+remain for the admin and tests.
+
 State machine (compare-and-swap `UPDATE … WHERE state IN (allowed sources)`):
     buy/resize: pending → provisioning → active;   pending|provisioning → failed (with reason)
     cancel:     pending → cancelling → cancelled;  pending|cancelling → failed (with reason)
@@ -10,6 +15,7 @@ returns False and writes nothing. Calling it from a state that cannot reach the 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from django.db import transaction
@@ -18,6 +24,7 @@ from django.utils import timezone
 from portal.audit.services import record_audit
 from portal.catalog.models import Product
 from portal.orders.models import Order, OrderEvent, ProjectUsage, Subscription
+from tranche.outcome import Condition, OrderOutcome, ProjectOutcome
 
 S, K = Order.State, Order.Kind
 SYSTEM = "controller"
@@ -36,38 +43,110 @@ class InvalidTransitionError(Exception):
     """The order cannot reach the requested state from where it is (e.g. active → failed)."""
 
 
-def _transition(order_id: int, target: str, message: str = "", **fields: Any) -> bool:
+def _check_transition(order: Order, target: str) -> None:
     kinds, sources = TRANSITIONS[target]
+    if order.kind not in kinds or order.state not in sources:
+        raise InvalidTransitionError(f"order {order.pk} ({order.kind}) {order.state} → {target}")
+
+
+def _record_transition(order: Order, target: str, message: str, fields: dict[str, Any]) -> None:
+    """History entry and audit row of a transition that happened (inside its transaction)."""
+    OrderEvent.objects.create(
+        order=order,
+        from_state=order.state,
+        to_state=target,
+        actor_label=f"system:{SYSTEM}",
+        message=message[:500],
+    )
+    record_audit(
+        actor=None,
+        system=SYSTEM,
+        action=f"order.{target}",
+        obj=order,
+        organization_id=order.organization_id,
+        before={"state": order.state},
+        after={"state": target, **{k: str(v) for k, v in fields.items()}},
+    )
+
+
+def _transition(order_id: int, target: str, message: str = "", **fields: Any) -> bool:
     with transaction.atomic():
         order = Order.objects.get(pk=order_id)
         if order.state == target:
             return False
-        if order.kind not in kinds or order.state not in sources:
-            raise InvalidTransitionError(
-                f"order {order_id} ({order.kind}) {order.state} → {target}"
-            )
+        _check_transition(order, target)
         changed = Order.objects.filter(pk=order_id, state=order.state).update(
             state=target, updated_at=timezone.now(), **fields
         )
         if not changed:  # lost the race; the winner's state is what counts
             return False
-        OrderEvent.objects.create(
-            order=order,
-            from_state=order.state,
-            to_state=target,
-            actor_label=f"system:{SYSTEM}",
-            message=message[:500],
-        )
-        record_audit(
-            actor=None,
-            system=SYSTEM,
-            action=f"order.{target}",
-            obj=order,
-            organization_id=order.organization_id,
-            before={"state": order.state},
-            after={"state": target, **{k: str(v) for k, v in fields.items()}},
-        )
+        _record_transition(order, target, message, fields)
         return True
+
+
+def _merged(
+    stored: list[dict[str, Any]], wanted: Iterable[Condition], generation: int
+) -> list | None:
+    """`stored` with every wanted condition upserted, or None if nothing would change."""
+    conditions, changed = list(stored or []), False
+    for c in wanted:
+        merged = merge_condition(
+            conditions, make_condition(c.type, c.status, c.reason, c.message, generation)
+        )
+        if merged is not None:
+            conditions, changed = merged, True
+    return conditions if changed else None
+
+
+def _store_order(order: Order, want: OrderOutcome) -> bool:
+    fields: dict[str, Any] = {}
+    conditions = _merged(order.conditions, want.conditions, order.generation)
+    if conditions is not None:
+        fields["conditions"] = conditions
+    moving = want.state is not None and want.state != order.state
+    transition: dict[str, Any] = {}
+    if moving:
+        _check_transition(order, want.state)
+        if want.state == S.FAILED:
+            transition = {
+                "failure_reason": want.failure_reason[:64],
+                "failure_message": want.message[:500],
+            }
+        fields.update(state=want.state, **transition)
+    if not fields:
+        return False
+    changed = Order.objects.filter(pk=order.pk, state=order.state).update(
+        updated_at=timezone.now(), **fields
+    )
+    if changed and moving:
+        _record_transition(order, want.state, want.message, transition)
+    return bool(changed)
+
+
+def store_outcome(outcome: ProjectOutcome) -> int:
+    """Write one reconcile step's outcome in one transaction; returns the rows changed.
+
+    Idempotent: storing the same outcome again changes nothing. Rows are locked subscriptions
+    first, then orders (the order `place_order` takes them in). A transition the order cannot
+    make raises InvalidTransitionError and nothing of the outcome is stored."""
+    if not outcome:
+        return 0
+    written = 0
+    with transaction.atomic():
+        subs = Subscription.objects.select_for_update().in_bulk(
+            [s.subscription_id for s in outcome.subscriptions]
+        )
+        orders = Order.objects.select_for_update().in_bulk([o.order_id for o in outcome.orders])
+        for want in outcome.orders:
+            written += _store_order(orders[want.order_id], want)
+        now = timezone.now()
+        for want in outcome.subscriptions:
+            sub = subs[want.subscription_id]
+            conditions = _merged(sub.conditions, want.conditions, want.observed_generation)
+            if conditions is not None:
+                Subscription.objects.filter(pk=sub.pk).update(conditions=conditions, updated_at=now)
+                written += 1
+    return written
 
 
 def mark_order_provisioning(order_id: int) -> bool:
@@ -107,15 +186,27 @@ def set_order_condition(
     observed_generation: int | None = None,
 ) -> bool:
     """Upsert one condition by `type`; writes (and bumps lastTransitionTime) only on change."""
+    wanted = Condition(type, status, reason, message)
+    return _set_condition(Order, "generation", order_id, wanted, observed_generation)
+
+
+def _set_condition(
+    model: type[Order] | type[Subscription],
+    generation_field: str,
+    pk: int,
+    wanted: Condition,
+    observed_generation: int | None,
+) -> bool:
+    """Upsert one condition of one row (its own transaction); True if written."""
     with transaction.atomic():
-        order = Order.objects.select_for_update().get(pk=order_id)
-        generation = order.generation if observed_generation is None else observed_generation
-        merged = merge_condition(
-            order.conditions or [], make_condition(type, status, reason, message, generation)
+        row = model.objects.select_for_update().get(pk=pk)
+        generation = (
+            getattr(row, generation_field) if observed_generation is None else observed_generation
         )
+        merged = _merged(row.conditions, (wanted,), generation)
         if merged is None:
             return False
-        Order.objects.filter(pk=order_id).update(conditions=merged, updated_at=timezone.now())
+        model.objects.filter(pk=pk).update(conditions=merged, updated_at=timezone.now())
         return True
 
 
@@ -184,15 +275,5 @@ def set_subscription_condition(
 
     `observed_generation` defaults to the subscription's `version` (bumped by every order), so a
     reader can tell whether the controller has seen the latest order. Returns True if written."""
-    with transaction.atomic():
-        sub = Subscription.objects.select_for_update().get(pk=subscription_id)
-        generation = sub.version if observed_generation is None else observed_generation
-        merged = merge_condition(
-            sub.conditions or [], make_condition(type, status, reason, message, generation)
-        )
-        if merged is None:
-            return False
-        Subscription.objects.filter(pk=subscription_id).update(
-            conditions=merged, updated_at=timezone.now()
-        )
-        return True
+    wanted = Condition(type, status, reason, message)
+    return _set_condition(Subscription, "version", subscription_id, wanted, observed_generation)

@@ -9,6 +9,8 @@ from django.db import models
 
 from portal.catalog.models import Product
 from portal.tenants.models import Organization, Project
+from tranche import orders
+from tranche.orders import OPEN_ORDER_STATES
 
 MAX_SLICES_PER_PRODUCT = 16
 
@@ -45,17 +47,17 @@ class Order(models.Model):
     """A buy, resize or cancel of one subscription; state changes are compare-and-swap."""
 
     class Kind(models.TextChoices):
-        BUY = "buy", "Buy"
-        RESIZE = "resize", "Resize"
-        CANCEL = "cancel", "Cancel"
+        BUY = orders.BUY, "Buy"
+        RESIZE = orders.RESIZE, "Resize"
+        CANCEL = orders.CANCEL, "Cancel"
 
     class State(models.TextChoices):
-        PENDING = "pending", "Pending"
-        PROVISIONING = "provisioning", "Provisioning"
-        ACTIVE = "active", "Active"
-        FAILED = "failed", "Failed"
-        CANCELLING = "cancelling", "Cancelling"
-        CANCELLED = "cancelled", "Cancelled"
+        PENDING = orders.PENDING, "Pending"
+        PROVISIONING = orders.PROVISIONING, "Provisioning"
+        ACTIVE = orders.ACTIVE, "Active"
+        FAILED = orders.FAILED, "Failed"
+        CANCELLING = orders.CANCELLING, "Cancelling"
+        CANCELLED = orders.CANCELLED, "Cancelled"
 
     organization = models.ForeignKey(Organization, on_delete=models.PROTECT)
     project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="orders")
@@ -93,7 +95,7 @@ class Order(models.Model):
 
     @property
     def is_open(self) -> bool:
-        return self.state in (self.State.PENDING, self.State.PROVISIONING, self.State.CANCELLING)
+        return self.state in OPEN_ORDER_STATES
 
 
 class OrderEvent(models.Model):

@@ -16,6 +16,7 @@ from portal.orders import pricing
 from portal.orders.models import MAX_SLICES_PER_PRODUCT, Order, ProjectUsage, Subscription
 from portal.tenants.errors import ServiceError
 from portal.tenants.models import Project
+from tranche.orders import OPEN_ORDER_STATES
 
 
 @dataclass(frozen=True)
@@ -128,7 +129,7 @@ def quota_lines(project: Project) -> list[QuotaLine]:
     open_counts: dict[int, int] = {}
     for order in Order.objects.filter(
         project=project,
-        state__in=[Order.State.PENDING, Order.State.PROVISIONING, Order.State.CANCELLING],
+        state__in=OPEN_ORDER_STATES,
     ).only("product_id"):
         open_counts[order.product_id] = open_counts.get(order.product_id, 0) + 1
     lines = []

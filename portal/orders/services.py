@@ -13,8 +13,8 @@ from django.db import transaction
 
 from portal.audit.services import record_audit
 from portal.catalog.models import Product
+from portal.core.queue import enqueue_reconcile
 from portal.orders.models import Order, OrderEvent, Subscription
-from portal.orders.queue import enqueue_reconcile
 from portal.orders.selectors import quote_order
 from portal.tenants.errors import (
     ConflictError,

@@ -16,6 +16,7 @@ from __future__ import annotations
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
+from portal.agents.events import PodRemovedEvent, PodStatusEvent, ProjectEvent
 from portal.core.groups import project_group
 from portal.status import selectors
 
@@ -28,7 +29,9 @@ def _snapshot(user_id: int | None, project_id: int) -> list[dict] | None:
     return [row.as_json() for row in selectors.pod_rows(project_id)]
 
 
-def _row_update(user_id: int | None, project_id: int, event: dict) -> tuple[bool, dict | None]:
+def _row_update(
+    user_id: int | None, project_id: int, event: ProjectEvent
+) -> tuple[bool, dict | None]:
     """(allowed, message for the page or None when there is nothing to send)."""
     if not selectors.can_watch(user_id, project_id):
         return False, None
@@ -59,7 +62,7 @@ class ProjectStatusConsumer(AsyncJsonWebsocketConsumer):
         await self.channel_layer.group_add(project_group(project_id), self.channel_name)
         await self.send_json({"type": "snapshot", "rows": rows})
 
-    async def _forward(self, event: dict) -> None:
+    async def _forward(self, event: ProjectEvent) -> None:
         if self.project_id is None:
             return
         allowed, message = await database_sync_to_async(_row_update)(
@@ -71,10 +74,10 @@ class ProjectStatusConsumer(AsyncJsonWebsocketConsumer):
         elif message is not None:
             await self.send_json(message)
 
-    async def pod_status(self, event: dict) -> None:
+    async def pod_status(self, event: PodStatusEvent) -> None:
         await self._forward(event)
 
-    async def pod_removed(self, event: dict) -> None:
+    async def pod_removed(self, event: PodRemovedEvent) -> None:
         await self._forward(event)
 
     async def _leave(self) -> None:

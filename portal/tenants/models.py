@@ -6,6 +6,8 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
+from tranche import quota
+
 
 class Organization(models.Model):
     """A tenant and its billing account. Suspended organizations cannot order."""
@@ -64,8 +66,8 @@ class Project(models.Model):
     name = models.CharField(max_length=80)
     slug = models.SlugField(max_length=40)
     namespace = models.CharField(max_length=63, unique=True, editable=False)
-    cpu_quota_millicores = models.PositiveIntegerField(default=8000)
-    memory_quota_mib = models.PositiveIntegerField(default=16384)
+    cpu_quota_millicores = models.PositiveIntegerField(default=quota.CPU_MILLICORES)
+    memory_quota_mib = models.PositiveIntegerField(default=quota.MEMORY_MIB)
     cpu_used_millicores = models.PositiveIntegerField(null=True, blank=True)
     memory_used_mib = models.PositiveIntegerField(null=True, blank=True)
     usage_reported_at = models.DateTimeField(null=True, blank=True)

@@ -14,7 +14,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from portal.audit.services import record_audit
-from portal.orders.queue import enqueue_reconcile, enqueue_retire_namespace
+from portal.core.queue import enqueue_reconcile, enqueue_retire_namespace
 from portal.tenants.errors import NotAllowedError, ServiceError
 from portal.tenants.models import Invitation, Membership, Organization, Project
 from portal.tenants.naming import derive_namespace, dns_slug

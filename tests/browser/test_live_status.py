@@ -15,8 +15,8 @@ from playwright.sync_api import expect
 from websockets.sync.client import connect
 
 from portal.agents import services
-from tests.factories import make_world
-from tests.integration.agents.portal_process import serve_portal
+from tests.helpers.factories import make_world
+from tests.helpers.portal import serve_portal
 
 MIB = 1024 * 1024
 NODE = "kwok-gpu-0"

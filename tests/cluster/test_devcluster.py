@@ -10,13 +10,14 @@
 from __future__ import annotations
 
 import secrets
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any, TypeVar
 
 import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
+
+from tests.helpers.wait import wait_for
 
 DRIVER = "gpu.tranche.dev"
 TENANT_LABEL = "tranche.dev/tenant"
@@ -24,26 +25,6 @@ GPU_MODEL = "Tesla V100-PCIE-32GB"
 DENY_MESSAGE = "Tranche tenants get GPUs through ResourceClaims, not nvidia.com/gpu"
 
 T = TypeVar("T")
-
-
-def wait_for(
-    check: Callable[[], T | None],
-    timeout: float,
-    what: str,
-    explain: Callable[[], str] | None = None,
-) -> T:
-    """Poll `check` until it returns a truthy value; fail saying what never happened.
-
-    `explain` adds the cluster's side of the story (conditions, events) to the failure.
-    """
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = check()
-        if result:
-            return result
-        time.sleep(0.3)
-    detail = f"\n{explain()}" if explain else ""
-    pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}{detail}", pytrace=False)
 
 
 def explain_pod(core: client.CoreV1Api, namespace: str, name: str) -> str:

@@ -5,14 +5,14 @@ from __future__ import annotations
 import pytest
 from channels.layers import channel_layers
 
-from tests.factories import World, make_world
+from tests.helpers.factories import World, make_world
 
 
 @pytest.fixture(autouse=True)
 def sent_reconciles(monkeypatch) -> list[int]:
     """Record `controller.reconcile_project` sends instead of talking to the broker."""
     sent: list[int] = []
-    monkeypatch.setattr("portal.orders.queue.send_reconcile", sent.append)
+    monkeypatch.setattr("portal.core.queue.send_reconcile", sent.append)
     return sent
 
 

@@ -8,7 +8,6 @@ per-test Celery queue, deleted at teardown, so no stray message reaches anyone's
 from __future__ import annotations
 
 import secrets
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -20,20 +19,6 @@ from kubernetes.client.rest import ApiException
 from controller.apply import Applier
 
 T = TypeVar("T")
-
-
-def wait_for(check: Callable[[], T | None], timeout: float, what: str) -> T:
-    """Poll `check` until truthy; fail naming what never happened."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(0.2)
-    pytest.fail(
-        f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r})", pytrace=False
-    )
 
 
 @dataclass

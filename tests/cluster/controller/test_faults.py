@@ -32,7 +32,7 @@ from controller.apply import Applier, TransientApiError
 from controller.reconcile import LOCK_SPACE, resync_all
 from deploy.devcluster import build, launcher
 from deploy.devcluster.config import Ports, Settings, load_settings
-from tests.cluster.controller.conftest import wait_for
+from tests.helpers.wait import wait_for
 
 ROOT = Path(__file__).resolve().parents[3]
 log = logging.getLogger(__name__)

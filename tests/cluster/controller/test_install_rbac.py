@@ -19,8 +19,9 @@ from controller.render.spec import ENTITLEMENTS_CONFIGMAP as ENTITLEMENTS
 from nodeagent.draplugin.prepare import api_claim_source
 from nodeagent.owners import TenantPods
 from nodeagent.slices import DRIVER, SlicePublisher
-from tests.cluster.controller.conftest import impersonating, wait_for
-from tests.unit.nodeagent.conftest import v100
+from tests.cluster.controller.conftest import impersonating
+from tests.helpers.gpus import v100
+from tests.helpers.wait import wait_for
 
 INSTALL = Path(__file__).resolve().parents[3] / "deploy" / "install"
 CLASS = "tranche-v100-8g"

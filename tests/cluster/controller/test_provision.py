@@ -13,7 +13,8 @@ from controller.reconcile import reconcile_project
 from controller.render.bundle import render_platform, render_project
 from controller.render.rbac import render_tenant_cluster_role
 from controller.render.spec import ProjectSpec
-from tests.cluster.controller.conftest import impersonating, wait_for
+from tests.cluster.controller.conftest import impersonating
+from tests.helpers.wait import wait_for
 
 CLASS = "tranche-v100-8g"
 QUOTA_KEY = f"{CLASS}.deviceclass.resource.k8s.io/devices"

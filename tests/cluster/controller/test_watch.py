@@ -7,6 +7,7 @@ figures are read the way a tenant reads them: the quota page rendered by the por
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import re
 
@@ -16,28 +17,16 @@ from kubernetes import client
 
 from controller.reconcile import reconcile_project
 from controller.watch import Watcher
-from nodeagent.discovery import GpuInfo
 from nodeagent.slices import render_resource_slice
-from tests.cluster.controller.conftest import wait_for
+from tests.helpers.gpus import v100
+from tests.helpers.wait import wait_for
 
 CLASS = "tranche-v100-8g"
 GPU = "Tesla V100-PCIE-32GB"
 
 
 def _slice(node: str, node_uid: str) -> dict:
-    gpu = GpuInfo(
-        index=0,
-        minor=0,
-        name=GPU,
-        uuid=f"GPU-{node}",
-        memory_bytes=32 * 1024**3,
-        compute_capability="7.0",
-        architecture="Volta",
-        driver_version="550.54.15",
-        cuda_version="12.4",
-        sm_count=80,
-        mig_enabled=False,
-    )
+    gpu = dataclasses.replace(v100(0), uuid=f"GPU-{node}")
     # Owned by its node, so the slice goes when the fixture deletes the node.
     return render_resource_slice(node, [gpu], generation=1, node_uid=node_uid)
 

@@ -16,7 +16,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +27,7 @@ from kubernetes.client.rest import ApiException
 from controller.render.claim_template import render_claim_template
 from controller.render.device_class import render_device_class
 from controller.render.spec import ProductSpec, ProjectSpec
+from tests.helpers.skips import CORE_LIBRARY
 
 REPO = Path(__file__).resolve().parents[3]
 DRIVER = "gpu.tranche.dev"
@@ -70,6 +70,7 @@ def start_agent(kube_cluster) -> Iterator[Callable[..., Agent]]:
         with open(log, "wb") as out:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "nodeagent", "run", "--node", node, "--simulate",
+                 "--core-lib", str(CORE_LIBRARY),
                  "--kubeconfig", str(kube_cluster.kubeconfig), "--state-dir", str(home),
                  "--kubelet-dir", str(home / "kubelet"), "--cdi-dir", str(home / "cdi"),
                  "--interval", str(interval), *args],
@@ -94,7 +95,12 @@ def products(kube_cluster) -> Iterator[Callable[..., ProductSpec]]:
 
     def _make(memory_mib: int = 8192, compute_percent: int = 25) -> ProductSpec:
         name = f"tranche-v100-{memory_mib // 1024}g-{compute_percent}-t{tag}"
-        product = ProductSpec(name, V100, memory_mib, compute_percent)
+        product = ProductSpec(
+            device_class=name,
+            gpu_name=V100,
+            memory_mib=memory_mib,
+            compute_percent=compute_percent,
+        )
         api.create_device_class(render_device_class(product))
         made.append(name)
         return product
@@ -192,19 +198,6 @@ def describe_pod(api_client, namespace: str, pod: str) -> str:
     for e in events.items:
         lines.append(f"  event {e.type} {e.reason}: {e.message}")
     return "\n".join(lines)
-
-
-def wait_for(check: Callable[[], object], timeout: float, what: Callable[[], str] | str):
-    """Poll `check` until truthy; the failure names what never happened and its context."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            detail = what() if callable(what) else what
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {detail}")
-        time.sleep(0.2)
 
 
 def agent_slices(api_client, nodes: list[str]) -> list[dict]:

@@ -23,8 +23,8 @@ from tests.cluster.nodeagent.conftest import (
     create_pod,
     create_template,
     describe_pod,
-    wait_for,
 )
+from tests.helpers.wait import wait_for
 
 
 def _nodes(api, count: int) -> list[str]:

@@ -20,8 +20,9 @@ from django.db import connection
 from deploy.devcluster.nodes import delete_fake_nodes
 from deploy.local import agents, procs
 from portal.agents.models import NodeToken
-from tests.cluster.nodeagent.conftest import REPO, agent_slices, wait_for
-from tests.integration.agents.portal_process import serve_portal
+from tests.cluster.nodeagent.conftest import REPO, agent_slices
+from tests.helpers.portal import serve_portal
+from tests.helpers.wait import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

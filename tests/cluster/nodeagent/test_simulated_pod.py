@@ -15,7 +15,6 @@ import json
 import os
 import re
 import secrets
-import shutil
 import time
 from pathlib import Path
 
@@ -28,24 +27,20 @@ from nodeagent import cdi
 from portal.agents import selectors, services
 from portal.tenants.models import Organization, Project
 from tests.cluster.nodeagent.conftest import (
-    REPO,
     agent_slices,
     claim_of_pod,
     create_pod,
     create_template,
     describe_pod,
-    wait_for,
 )
-from tests.integration.agents.portal_process import serve_portal
+from tests.helpers.portal import serve_portal
+from tests.helpers.skips import needs_native_sim
+from tests.helpers.wait import wait_for
 
-BUILD = REPO / "nodeagent" / "native" / "build"
 GIB = 1024**3
 pytestmark = [
     pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif(
-        not (BUILD / "libtranche.so").exists() or shutil.which("unshare") is None,
-        reason="needs `make -C nodeagent/native` (libtranche.so, simgpu) and unshare(1)",
-    ),
+    needs_native_sim,
 ]
 
 

@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import ctypes
 import os
-from pathlib import Path
 
 import pytest
 
-from tests.unit.nodeagent.conftest import v100
-
-BUILD = Path(__file__).resolve().parents[3] / "nodeagent" / "native" / "build"
+from tests.helpers.gpus import v100
+from tests.helpers.skips import NATIVE_BUILD
 
 
 @pytest.fixture(scope="session")
@@ -32,8 +30,8 @@ def sim_nvml(tmp_path_factory):
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     # As the agent does in simulation mode: pynvml's "libnvidia-ml.so.1" resolves to simgpu's.
-    ctypes.CDLL(str(BUILD / "simgpu" / "libnvidia-ml.so.1"), mode=ctypes.RTLD_GLOBAL)
-    yield {**env, "LD_LIBRARY_PATH": str(BUILD / "simgpu")}
+    ctypes.CDLL(str(NATIVE_BUILD / "simgpu" / "libnvidia-ml.so.1"), mode=ctypes.RTLD_GLOBAL)
+    yield {**env, "LD_LIBRARY_PATH": str(NATIVE_BUILD / "simgpu")}
     for k, v in saved.items():
         if v is None:
             os.environ.pop(k, None)

@@ -16,9 +16,9 @@ from channels.testing import WebsocketCommunicator
 from django.core.management import call_command
 
 from portal.agents import selectors, services
-from portal.agents.protocol import MAX_MESSAGE_BYTES
 from portal.asgi import application
 from portal.tenants.models import Organization, Project
+from tranche.agent_protocol import MAX_MESSAGE_BYTES
 
 GIB = 1024**3
 pytestmark = pytest.mark.django_db(transaction=True)

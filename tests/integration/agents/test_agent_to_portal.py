@@ -21,24 +21,21 @@ from django.db import connection
 
 from nodeagent import cdi
 from nodeagent.draplugin.prepare import Layout, Preparer
-from nodeagent.kubeletlite import apply_cdi, launch_script
+from nodeagent.sim.kubeletlite import apply_cdi, launch_script
 from nodeagent.status import Collector
 from nodeagent.stream import StatusStream
 from portal.agents import selectors, services
 from portal.tenants.models import Organization, Project
-from tests.integration.agents.portal_process import serve_portal
-from tests.unit.nodeagent.conftest import NODE, allocated_claim, v100
+from tests.helpers.gpus import NODE, allocated_claim, v100
+from tests.helpers.portal import serve_portal
+from tests.helpers.skips import NATIVE_BUILD, needs_native_sim
 
 REPO = Path(__file__).resolve().parents[3]
-BUILD = REPO / "nodeagent" / "native" / "build"
 GIB = 1024**3
 UID = "e2e0c1a1-0000-4000-8000-000000000001"
 pytestmark = [
     pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif(
-        not (BUILD / "libtranche.so").exists() or shutil.which("unshare") is None,
-        reason="needs `make -C nodeagent/native` (libtranche.so, simgpu) and unshare(1)",
-    ),
+    needs_native_sim,
 ]
 
 
@@ -51,16 +48,6 @@ def _pod_row():
         return selectors.pod_status("acme-ml", "pod-a")
     finally:
         connections.close_all()
-
-
-def _wait(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 @pytest.fixture
@@ -78,7 +65,7 @@ def sim(tmp_path):
     return {
         "SIMGPU_CONFIG": str(conf),
         "SIMGPU_STATE": str(tmp_path / "simgpu.state"),
-        "LD_LIBRARY_PATH": str(BUILD / "simgpu"),
+        "LD_LIBRARY_PATH": str(NATIVE_BUILD / "simgpu"),
     }
 
 
@@ -87,7 +74,7 @@ def test_rejected_allocation_reaches_the_portal_within_3s(portal_url, sim, tmp_p
     Project.objects.create(organization=org, name="ML", slug="ml", namespace="acme-ml")
     token = services.issue_node_token(NODE)
     state = Path(tempfile.mkdtemp(prefix="tr-e2e-"))
-    layout = Layout(state, state / "cdi", BUILD / "libtranche.so", simulate=True)
+    layout = Layout(state, state / "cdi", NATIVE_BUILD / "libtranche.so", simulate=True)
     claims = {("acme-ml", "pod-a-gpu-x7k2"): allocated_claim(UID)}
     preparer = Preparer(NODE, [v100(0), v100(1)], layout, lambda ns, n: claims[(ns, n)])
     prepared = preparer.prepare("acme-ml", "pod-a-gpu-x7k2", UID)
@@ -95,7 +82,7 @@ def test_rejected_allocation_reaches_the_portal_within_3s(portal_url, sim, tmp_p
     env, mounts = apply_cdi(spec, [d.cdi_id.split("=", 1)[1] for d in prepared.devices])
     script = launch_script(
         mounts,
-        [sys.executable, "-m", "nodeagent.workload", "--memory-gib", "10", "--seconds", "20"],
+        [sys.executable, "-m", "nodeagent.sim.workload", "--memory-gib", "10", "--seconds", "20"],
     )
     workload = subprocess.Popen(
         ["unshare", "--mount", "--propagation", "private", "sh", "-c", script],

@@ -18,6 +18,7 @@ stopped; one outside every pod (the host's) is left alone."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import shutil
@@ -33,18 +34,18 @@ import pytest
 
 from nodeagent import cdi, discovery, region
 from nodeagent.draplugin.prepare import Layout, Preparer
-from nodeagent.kubeletlite import apply_cdi, launch_script
+from nodeagent.sim.kubeletlite import apply_cdi, launch_script
 from nodeagent.status import Collector
-from tests.unit.nodeagent.conftest import NODE, allocated_claim, v100
+from tests.helpers.gpus import NODE, allocated_claim, v100
+from tests.helpers.skips import NATIVE_BUILD, needs_native_sim
+from tests.helpers.wait import wait_for
+
+_wait = functools.partial(wait_for, interval=0.02)  # a stopped process is seen at once
 
 REPO = Path(__file__).resolve().parents[3]
-BUILD = REPO / "nodeagent" / "native" / "build"
 GIB, MIB = 1024**3, 1024**2
 TOLERANCE = 64 * MIB
-pytestmark = pytest.mark.skipif(
-    not (BUILD / "libtranche.so").exists() or shutil.which("unshare") is None,
-    reason="needs `make -C nodeagent/native` (libtranche.so, simgpu) and unshare(1)",
-)
+pytestmark = needs_native_sim
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +60,9 @@ class Workload:
     def __init__(self, sim: dict, uid: str, permille: int, pod_uid: str = "p-1"):
         self.uid = uid
         self.state = Path(tempfile.mkdtemp(prefix="tr-backstop-"))
-        layout = Layout(self.state, self.state / "cdi", BUILD / "libtranche.so", simulate=True)
+        layout = Layout(
+            self.state, self.state / "cdi", NATIVE_BUILD / "libtranche.so", simulate=True
+        )
         claim = allocated_claim(uid, memory="1Gi", pod_uid=pod_uid)
         self.preparer = Preparer(NODE, [v100(0), v100(1)], layout, lambda ns, n: claim)
         prepared = self.preparer.prepare("acme-ml", "pod-a-gpu-x7k2", uid)
@@ -77,7 +80,8 @@ class Workload:
 
     def _start(self, gib: float) -> tuple[subprocess.Popen, list[dict]]:
         """One workload process of this container (CDI edits applied) holding `gib`."""
-        cmd = [sys.executable, "-m", "nodeagent.workload", "--memory-gib", str(gib), "--duty", "0"]
+        cmd = [sys.executable, "-m", "nodeagent.sim.workload", "--memory-gib", str(gib),
+               "--duty", "0"]  # fmt: skip
         proc = subprocess.Popen(
             ["unshare", "--mount", "--propagation", "private", "sh", "-c",
              launch_script(self.mounts, [*cmd, "--seconds", "120"])],
@@ -123,16 +127,6 @@ class Workload:
             proc.stdout.close()
         self.preparer.unprepare(self.uid)
         shutil.rmtree(self.state, ignore_errors=True)
-
-
-def _wait(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 def test_backstop_kills_a_process_over_its_cap_by_driver_overhead(sim):
@@ -213,7 +207,7 @@ def pod_cgroup(pod_uid: str):
 def _bypass(sim: dict, gib: float) -> subprocess.Popen:
     """A workload on GPU 1 that never loaded the core; returns once it holds `gib`."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "nodeagent.workload", "--memory-gib", str(gib), "--duty", "0",
+        [sys.executable, "-m", "nodeagent.sim.workload", "--memory-gib", str(gib), "--duty", "0",
          "--seconds", "120"],
         env={"PATH": os.environ["PATH"], "PYTHONPATH": str(REPO), **sim,
              "NVIDIA_VISIBLE_DEVICES": v100(1).uuid},

@@ -22,14 +22,14 @@ from contextlib import contextmanager
 
 import pytest
 
-from nodeagent.kubeletlite import launch_script
-from tests.integration.agents.conftest import BUILD
+from nodeagent.sim.kubeletlite import launch_script
+from tests.helpers.skips import NATIVE_BUILD
 from tests.integration.agents.test_backstop import POD, Workload, pod_cgroup
 
 INTERVAL = 0.5  # the agent's tick here; production ticks are longer, the bound is in ticks
 ESCAPE_BYTES = 3 << 29  # 1.5 GiB on a 1 GiB slice
-LOOKUPS = BUILD / "tests" / "lookups"
-SHIM = BUILD / "tests" / "libdeepshim.so"
+LOOKUPS = NATIVE_BUILD / "tests" / "lookups"
+SHIM = NATIVE_BUILD / "tests" / "libdeepshim.so"
 pytestmark = pytest.mark.skipif(
     not LOOKUPS.exists() or not SHIM.exists(),
     reason="needs `make -C nodeagent/native` (tests/lookups, tests/libdeepshim.so)",

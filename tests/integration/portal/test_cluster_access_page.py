@@ -86,7 +86,7 @@ def test_owners_remove_members_and_the_projects_are_reconciled(world, sent_recon
 
 def test_projects_with_orders_are_kept_and_empty_ones_deleted(world, monkeypatch):
     retired: list[str] = []
-    monkeypatch.setattr("portal.orders.queue.send_retire_namespace", retired.append)
+    monkeypatch.setattr("portal.core.queue.send_retire_namespace", retired.append)
     owner, member = world.membership(world.owner), world.membership(world.member)
     spare = services.create_project(membership=owner, name="spare")
     with pytest.raises(NotAllowedError):

@@ -14,7 +14,7 @@ from portal.orders.models import Order, ProjectUsage, Subscription
 from portal.orders.services import place_order
 from portal.tenants.errors import NotAllowedError, OrganizationSuspendedError, ServiceError
 from portal.tenants.services import suspend_organization
-from tests.factories import make_world
+from tests.helpers.factories import make_world
 
 
 def _order(world, user, qty, key, *, product="tranche-v100-8g", project=None):

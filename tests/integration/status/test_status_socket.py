@@ -18,7 +18,7 @@ from django.test import Client
 from portal.agents import services
 from portal.asgi import application
 from portal.tenants.models import Membership
-from tests.factories import make_world
+from tests.helpers.factories import make_world
 
 MIB = 1024 * 1024
 NODE = "kwok-gpu-0"

@@ -1,4 +1,4 @@
-"""Golden files pin every renderer's exact output; the claim template matches the portal's.
+"""Golden files pin every renderer's exact output; the project applies the page's template.
 
 Regenerate after an intended change with `TRANCHE_UPDATE_GOLDEN=1 pytest tests/unit/controller`
 and review the diff.
@@ -13,14 +13,19 @@ import pytest
 import yaml
 
 from controller.render.bundle import render_platform, render_project
-from controller.render.claim_template import render_claim_template
 from controller.render.quota import render_resource_quota
 from controller.render.spec import Entitlement, PlanLimits, ProductSpec, ProjectSpec
+from tranche.names import device_class_name
 
 GOLDEN = Path(__file__).parent / "golden"
 V100 = "Tesla V100-PCIE-32GB"
 PRODUCTS = tuple(
-    ProductSpec(f"tranche-v100-{gib}g", V100, gib * 1024, pct)
+    ProductSpec(
+        device_class=f"tranche-v100-{gib}g",
+        gpu_name=V100,
+        memory_mib=gib * 1024,
+        compute_percent=pct,
+    )
     for gib, pct in ((8, 25), (16, 50), (32, 100))
 )
 
@@ -72,16 +77,25 @@ def test_cancelled_product_keeps_template_only_during_grace() -> None:
     assert cm["data"] == {}
 
 
-@pytest.mark.parametrize("product", PRODUCTS, ids=lambda p: p.device_class)
-def test_template_equals_the_portal_manifest(product: ProductSpec) -> None:
-    from portal.catalog import manifests
+def test_catalogue_names_are_the_device_class_names() -> None:
     from portal.catalog.seed import V100_PRODUCTS
 
-    assert [f"tranche-v100-{g}g" for g, *_ in V100_PRODUCTS] == [p.device_class for p in PRODUCTS]
-    spec = _spec()
+    assert [device_class_name("v100", g) for g, *_ in V100_PRODUCTS] == [
+        p.device_class for p in PRODUCTS
+    ]
+
+
+@pytest.mark.parametrize("product", PRODUCTS, ids=lambda p: p.device_class)
+def test_project_applies_the_template_the_manifest_page_shows(product: ProductSpec) -> None:
+    """The page renders from the portal's ProjectRef, the controller from its ProjectSpec (with
+    the entitlement, quota and policies around it): the template object must be the same."""
+    from portal.catalog import manifests
+
+    spec = ProjectSpec(**{**_spec().__dict__, "entitlements": (Entitlement(product, 1),)})
     ref = manifests.ProjectRef(spec.namespace, spec.organization, spec.project)
-    theirs = manifests.render_claim_template(
-        ref,
-        manifests.ProductSpec(product.device_class, product.memory_mib, product.compute_percent),
-    )
-    assert render_claim_template(spec, product) == theirs
+    shown = manifests.render_claim_template(ref, product)
+    applied = [o for o in render_project(spec) if o["kind"] == "ResourceClaimTemplate"]
+    assert applied == [shown]
+    entitlements = next(o for o in render_project(spec) if o["kind"] == "ConfigMap")["data"]
+    requested = shown["spec"]["spec"]["devices"]["requests"][0]["exactly"]["capacity"]["requests"]
+    assert entitlements == {f"{product.device_class}.{k}": v for k, v in requested.items()}

@@ -1,57 +1,13 @@
-"""Shared pieces for the node agent's unit tests: a V100 as simgpu reports it and claims in the
-exact JSON shape the API server returns for an allocated ResourceClaim."""
+"""Fixtures of the node agent's unit tests (the GPU factories are tests/helpers/gpus.py)."""
 
 from __future__ import annotations
 
 import pytest
 
 from nodeagent.discovery import GpuInfo
+from tests.helpers.gpus import NODE, allocated_claim, v100
 
-NODE = "kwok-gpu-0"
-
-
-def v100(index: int) -> GpuInfo:
-    return GpuInfo(
-        index=index,
-        minor=index,
-        name="Tesla V100-PCIE-32GB",
-        uuid=f"GPU-00000000-0000-0000-0000-00000000000{index}",
-        memory_bytes=32 * 1024**3,
-        compute_capability="7.0",
-        architecture="Volta",
-        driver_version="550.54.15",
-        cuda_version="12.4",
-        sm_count=80,
-        mig_enabled=False,
-        context_bytes=16 * 1024**2,  # what discovery measures on the simgpu the tests configure
-    )
-
-
-def allocated_claim(
-    uid: str, device: str = "gpu-1", memory: str = "8Gi", cores: str = "25", pod_uid: str = "p-1"
-):
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaim",
-        "metadata": {"name": "pod-a-gpu-x7k2", "namespace": "acme-ml", "uid": uid},
-        "status": {
-            "allocation": {
-                "devices": {
-                    "results": [
-                        {
-                            "request": "gpu",
-                            "driver": "gpu.tranche.dev",
-                            "pool": NODE,
-                            "device": device,
-                            "shareID": "3f1c0d2e-8f43-4d8e-9b8c-2a1d5e6f7a8b",
-                            "consumedCapacity": {"memory": memory, "cores": cores},
-                        }
-                    ]
-                }
-            },
-            "reservedFor": [{"resource": "pods", "name": "pod-a", "uid": pod_uid}],
-        },
-    }
+__all__ = ["NODE", "allocated_claim", "gpus", "v100"]
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ from nodeagent.draplugin.gen.pluginregistration.v1 import api_pb2 as reg
 from nodeagent.draplugin.gen.pluginregistration.v1 import api_pb2_grpc as reg_grpc
 from nodeagent.draplugin.prepare import Layout, Preparer
 from nodeagent.draplugin.server import PluginServer, Sockets
-from tests.unit.nodeagent.conftest import NODE, allocated_claim
+from tests.helpers.gpus import NODE, allocated_claim
 
 UID = "6a1f3d0c-1111-4a3b-9c2d-000000000001"
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from nodeagent.slices import render_resource_slice, spec_digest
-from tests.unit.nodeagent.conftest import NODE
+from tests.helpers.gpus import NODE
 
 
 def test_one_shareable_device_per_gpu(gpus):

@@ -181,7 +181,7 @@ class KubeletLite:
             mounts += m
         ann = meta.get("annotations") or {}
         command = [
-            sys.executable, "-m", "nodeagent.workload",
+            sys.executable, "-m", "nodeagent.sim.workload",
             "--memory-gib", ann.get(ANNOTATION + "memory-gib", "1"),
             "--duty", ann.get(ANNOTATION + "duty", "0.5"),
             "--seconds", ann.get(ANNOTATION + "seconds", "0"),
@@ -194,7 +194,7 @@ class KubeletLite:
             ["unshare", "--mount", "--propagation", "private", "sh", "-c",
              launch_script(mounts, command)],
             env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-                 "PYTHONPATH": str(Path(__file__).resolve().parent.parent), **env},
+                 "PYTHONPATH": str(Path(__file__).resolve().parents[2]), **env},
             stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
         out.close()

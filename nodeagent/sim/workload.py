@@ -1,6 +1,6 @@
 """The small GPU workload kubelet-lite runs for a simulated pod (also usable on a real GPU).
 
-`python -m nodeagent.workload --memory-gib 10 --duty 0.5 --seconds 60` allocates memory in
+`python -m nodeagent.sim.workload --memory-gib 10 --duty 0.5 --seconds 60` allocates memory in
 1 GiB steps, then launches kernels at the duty cycle until stopped. It talks to libcuda.so.1
 through ctypes, so under the interception core every call goes through the core's hooks. One
 JSON line per event on stdout ({"event": "alloc", "bytes": …, "result": "CUDA_ERROR_...",

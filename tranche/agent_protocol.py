@@ -1,0 +1,236 @@
+"""The node agent -> portal status message: typed definitions, and the validation derived from them.
+
+One JSON object per websocket frame (`StatusMessage`); the agent builds its parts as the
+TypedDicts below, the portal validates a frame with `parse_status()` and stores the pods' fields
+in the columns each field names. Every bound comes from the field's annotation, which is sized to
+the column it lands in, so a value the database would refuse (a string longer than its column, an
+integer over a 32-bit column, a timestamp no date can hold, a NUL byte PostgreSQL cannot store in
+text or JSON) is refused here with a reason naming the field, and nothing is stored.
+`pods` holds only pods that changed since the last acknowledged message unless `full` is set.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+from dataclasses import dataclass
+from typing import Annotated, Any, TypedDict, get_args, get_origin, get_type_hints
+
+MAX_MESSAGE_BYTES = 256 * 1024
+MAX_ITEMS = 512
+INT64_MAX = 2**63 - 1  # PositiveBigIntegerField (PostgreSQL bigint)
+INT32_MAX = 2**31 - 1  # PositiveIntegerField (integer)
+INT16_MAX = 2**15 - 1  # PositiveSmallIntegerField (smallint)
+# 9999-12-31T23:59:59Z: the last second a datetime column (and Python's datetime) can hold.
+MAX_TIMESTAMP = 253402300799.0
+
+
+class MessageRejectedError(Exception):
+    """A message we refuse; str() is the reason logged and sent back to the agent."""
+
+
+@dataclass(frozen=True)
+class Text:
+    """A non-empty string of at most `max_length` characters, without NUL; `column`: where the
+    portal stores it (default: the field's own name)."""
+
+    max_length: int = 253
+    column: str = ""
+
+
+@dataclass(frozen=True)
+class Whole:
+    """A non-negative integer up to `maximum` (the column's range)."""
+
+    maximum: int = INT64_MAX
+    column: str = ""
+
+
+@dataclass(frozen=True)
+class Number:
+    """A finite non-negative number up to `maximum`."""
+
+    maximum: float = math.inf
+    column: str = ""
+
+
+@dataclass(frozen=True)
+class Flag:
+    """A JSON boolean."""
+
+    column: str = ""
+
+
+@dataclass(frozen=True)
+class Items:
+    """A list of at most MAX_ITEMS objects of the given TypedDict."""
+
+    of: type
+
+
+@dataclass(frozen=True)
+class Exactly:
+    """Exactly this string."""
+
+    value: str
+
+
+class GpuReport(TypedDict):
+    """One GPU of the node; kept as JSON on the node's token row (`NodeToken.gpus`)."""
+
+    uuid: Annotated[str, Text(253)]
+    name: Annotated[str, Text(253)]
+    memory_total_bytes: Annotated[int, Whole()]
+    memory_used_bytes: Annotated[int, Whole()]
+
+
+class PodReport(TypedDict):
+    """One pod's slice figures; stored in `portal.agents.models.PodSliceStatus` columns."""
+
+    namespace: Annotated[str, Text(63)]
+    pod: Annotated[str, Text(253, column="pod_name")]
+    uid: Annotated[str, Text(64, column="pod_uid")]
+    gpu_uuid: Annotated[str, Text(64)]
+    memory_limit_bytes: Annotated[int, Whole()]
+    memory_used_bytes: Annotated[int, Whole()]
+    rejected_allocations: Annotated[int, Whole()]
+    compute_target_percent: Annotated[int, Whole(100)]
+    compute_used_percent: Annotated[float, Number()]
+    throttled_seconds: Annotated[float, Number()]
+    processes: Annotated[int, Whole(INT32_MAX)]
+
+
+class RemovedPod(TypedDict):
+    namespace: Annotated[str, Text(63)]
+    pod: Annotated[str, Text(253)]
+
+
+class StatusFrame(TypedDict):
+    """The whole frame as the agent sends it."""
+
+    type: Annotated[str, Exactly("status")]
+    node: Annotated[str, Text(253)]
+    seq: Annotated[int, Whole()]
+    ts: Annotated[float, Number(MAX_TIMESTAMP)]
+    full: Annotated[bool, Flag()]
+    dropped: Annotated[int, Whole()]
+    gpus: Annotated[list[GpuReport], Items(GpuReport)]
+    pods: Annotated[list[PodReport], Items(PodReport)]
+    removed: Annotated[list[RemovedPod], Items(RemovedPod)]
+
+
+@dataclass(frozen=True)
+class StatusMessage:
+    """A validated frame."""
+
+    node: str
+    seq: int
+    ts: float
+    full: bool
+    dropped: int
+    gpus: list[GpuReport]
+    pods: list[PodReport]
+    removed: list[RemovedPod]
+
+
+@functools.cache
+def fields_of(kind: type) -> dict[str, Any]:
+    """Field name -> its constraint (Text, Whole, ...), in declaration order."""
+    hints = get_type_hints(kind, include_extras=True)
+    return {
+        name: get_args(hint)[1] for name, hint in hints.items() if get_origin(hint) is Annotated
+    }
+
+
+def columns_of(kind: type) -> dict[str, str]:
+    """Field name -> the portal column it is stored in."""
+    return {name: (c.column or name) for name, c in fields_of(kind).items()}
+
+
+def _want(rule: Any) -> str:
+    if isinstance(rule, Text):
+        return f"a str of 1..{rule.max_length} chars without NUL"
+    if isinstance(rule, Whole):
+        return f"a non-negative integer (at most {rule.maximum})"
+    if isinstance(rule, Number):
+        top = "" if rule.maximum == math.inf else f" (at most {rule.maximum:.0f})"
+        return f"a non-negative number{top}"
+    if isinstance(rule, Flag):
+        return "a bool"
+    if isinstance(rule, Exactly):
+        return repr(rule.value)
+    return "a list"
+
+
+def _ok(value: Any, rule: Any) -> bool:
+    if isinstance(rule, Text):
+        return isinstance(value, str) and 0 < len(value) <= rule.max_length and "\x00" not in value
+    if isinstance(rule, Whole):
+        return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= rule.maximum
+    if isinstance(rule, Number):
+        return (
+            isinstance(value, int | float)
+            and not isinstance(value, bool)
+            and math.isfinite(value)
+            and 0 <= value <= rule.maximum
+        )
+    if isinstance(rule, Flag):
+        return isinstance(value, bool)
+    if isinstance(rule, Exactly):
+        return value == rule.value
+    return isinstance(value, list)
+
+
+def check_object(where: str, obj: Any, kind: type) -> dict:
+    """`obj` if it has exactly `kind`'s fields, each within its bounds; else raise
+    MessageRejectedError naming the field."""
+    fields = fields_of(kind)
+    if not isinstance(obj, dict):
+        raise MessageRejectedError(f"{where} must be an object")
+    missing = sorted(set(fields) - set(obj))
+    extra = sorted(set(obj) - set(fields))
+    if missing:
+        raise MessageRejectedError(f"{where} lacks field(s) {', '.join(missing)}")
+    if extra:
+        raise MessageRejectedError(f"{where} has unknown field(s) {', '.join(extra)}")
+    for name, rule in fields.items():
+        value = obj[name]
+        if not _ok(value, rule):
+            shown = json.dumps(value)[:60]
+            raise MessageRejectedError(f"{where}.{name} must be {_want(rule)}, got {shown}")
+        if isinstance(rule, Items):
+            if len(value) > MAX_ITEMS:
+                raise MessageRejectedError(f"{where}.{name} has more than {MAX_ITEMS} items")
+            for i, item in enumerate(value):
+                check_object(f"{name}[{i}]", item, rule.of)
+    return obj
+
+
+def parse_status(text: str | None, data: bytes | None, node: str) -> StatusMessage:
+    """Validate one frame from the agent of `node`; raise MessageRejectedError with the reason."""
+    if data is not None:
+        raise MessageRejectedError("binary frames are not accepted; send JSON text")
+    if text is None or len(text.encode()) > MAX_MESSAGE_BYTES:
+        raise MessageRejectedError(f"message larger than {MAX_MESSAGE_BYTES} bytes")
+    try:
+        raw = json.loads(text)
+    except ValueError as exc:
+        raise MessageRejectedError(f"malformed JSON: {exc}") from exc
+    if isinstance(raw, dict) and "type" in raw and raw["type"] != "status":
+        raise MessageRejectedError(f"message.type must be 'status', got {raw['type']!r}")
+    msg = check_object("message", raw, StatusFrame)
+    if msg["node"] != node:
+        raise MessageRejectedError(
+            f"message names node {msg['node']!r} but the token is {node!r}'s"
+        )
+    return StatusMessage(
+        node=node,
+        seq=msg["seq"],
+        ts=float(msg["ts"]),
+        full=msg["full"],
+        dropped=msg["dropped"],
+        gpus=msg["gpus"],
+        pods=msg["pods"],
+        removed=msg["removed"],
+    )

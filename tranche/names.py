@@ -1,0 +1,47 @@
+"""Names Tranche gives things in Kubernetes: the label domain, the DRA driver, DeviceClasses,
+labels and annotations, and the names of the objects the controller manages per project."""
+
+from __future__ import annotations
+
+DOMAIN = "tranche.dev"
+DRIVER = f"gpu.{DOMAIN}"
+LABEL_DOMAIN = DOMAIN
+
+LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
+MANAGED_BY = "tranche"
+LABEL_ORGANIZATION = f"{DOMAIN}/organization"
+LABEL_PROJECT = f"{DOMAIN}/project"
+LABEL_TENANT = f"{DOMAIN}/tenant"
+LABEL_COMPONENT = f"{DOMAIN}/component"
+ANNOTATION_SPEC_HASH = f"{DOMAIN}/spec-hash"
+
+# node agent: ResourceSlices it publishes, CDI devices it names, node labels of fake GPU nodes
+LABEL_SLICE_MANAGED_BY = f"{DOMAIN}/managed-by"
+SLICE_MANAGER = "tranche-nodeagent"
+ANNOTATION_DEVICES_DIGEST = f"{DOMAIN}/devices-digest"
+CDI_VENDOR = DOMAIN
+
+CLAIM_REQUEST_NAME = "gpu"
+ENTITLEMENTS_CONFIGMAP = "tranche-entitlements"
+TENANT_ROLE = "tranche-tenant"
+# Cluster access (docs/cluster-access.md): read-only rights, and what a suspended organization's
+# members keep (read plus delete); the portal's right to mint tokens in project namespaces.
+TENANT_VIEW_ROLE = "tranche-tenant-view"
+TENANT_SUSPENDED_ROLE = "tranche-tenant-suspended"
+PORTAL_TOKENS_ROLE = "tranche-portal-tokens"
+PORTAL_SERVICE_ACCOUNT = ("tranche-system", "tranche-portal")
+ANNOTATION_PORTAL_USER = f"{DOMAIN}/portal-user"
+QUOTA_NAME = "tranche-quota"
+LIMIT_RANGE_NAME = "tranche-defaults"
+# The controller's identity when installed with deploy/install (a platform user in policies).
+CONTROLLER_SERVICE_ACCOUNT = "system:serviceaccount:tranche-system:tranche-controller"
+
+
+def device_class_name(gpu_short_name: str, memory_gib: int) -> str:
+    """The DeviceClass (and claim template) name of a slice product: `tranche-v100-8g`."""
+    return f"tranche-{gpu_short_name}-{memory_gib}g"
+
+
+def tenant_group(namespace: str) -> str:
+    """The group a tenant's identity carries to act in a project's namespace."""
+    return f"{DOMAIN}:tenant:{namespace}"

@@ -1,0 +1,51 @@
+"""ValidatingAdmissionPolicies (and bindings) guarding tenant namespaces, one module per policy.
+
+Four policies, each bound to namespaces labelled `tranche.dev/tenant: "true"`:
+1. `gpu`: no nvidia.com/gpu-style extended resources in any container;
+2. `claim_form`: ResourceClaims/Templates only in the documented form, for a class sold to the
+   project (read from the namespace's `tranche-entitlements` ConfigMap, the parameter);
+3. `pod_hardening`: no LD_PRELOAD/CUDA_*/TRANCHE_*/NVIDIA_VISIBLE_DEVICES, hostPath, privileged
+   containers or added capabilities;
+4. `managed_objects`: tenants cannot change or delete what Tranche manages.
+Expressions are built with `cel`; messages say what happened, why, and what to do. CEL runs on
+the API server, not here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from controller.render.policies import claim_form
+from controller.render.policies.claim_form import render_claim_policy
+from controller.render.policies.gpu import render_gpu_policy
+from controller.render.policies.managed_objects import render_managed_policy
+from controller.render.policies.objects import render_binding
+from controller.render.policies.pod_hardening import render_pod_policy
+from controller.render.spec import ENTITLEMENTS_CONFIGMAP
+
+__all__ = [
+    "render_claim_policy",
+    "render_gpu_policy",
+    "render_managed_policy",
+    "render_pod_policy",
+    "render_policies",
+]
+
+
+def render_policies(platform_users: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    """All four policies followed by their bindings (policies first: bindings refer to them)."""
+    policies = [
+        render_gpu_policy(),
+        render_claim_policy(),
+        render_pod_policy(),
+        render_managed_policy(platform_users),
+    ]
+    bindings = [
+        render_binding(
+            claim_form.NAME, {"name": ENTITLEMENTS_CONFIGMAP, "parameterNotFoundAction": "Deny"}
+        )
+        if p["metadata"]["name"] == claim_form.NAME
+        else render_binding(p["metadata"]["name"])
+        for p in policies
+    ]
+    return policies + bindings

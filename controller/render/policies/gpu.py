@@ -2,7 +2,8 @@
 
 A container asking for `nvidia.com/gpu` (or another vendor's extended GPU resource) in its limits
 or requests would get whole cards outside any slice; Tranche sells slices through resource claims
-only, so such pods are refused with the form to use instead.
+only, so such pods, and workloads whose pod template asks for one, are refused with the form to
+use instead.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from controller.render.policies.objects import deny_unless, render_policy, varia
 from controller.render.policies.pods import (
     container_names_where,
     containers_message,
-    containers_variable,
+    pod_or_template_changed,
     pod_rules,
+    pod_variables,
 )
 from controller.render.spec import CLAIM_REQUEST_NAME
 
@@ -42,7 +44,8 @@ def _asks_for_gpu(resources: str) -> cel.Expr:
 
 
 def render_gpu_policy() -> dict[str, Any]:
-    """Device-plugin GPU resources are refused in every kind of container."""
+    """Device-plugin GPU resources are refused in every kind of container, in pods and in the
+    pod templates of workloads (same message)."""
     asks_gpu = cel.all_of(
         cel.has("c.resources"),
         cel.group(
@@ -53,8 +56,9 @@ def render_gpu_policy() -> dict[str, Any]:
         NAME,
         {
             "matchConstraints": pod_rules(),
+            "matchConditions": [pod_or_template_changed()],
             "variables": [
-                containers_variable(),
+                *pod_variables(),
                 variable("gpuContainers", container_names_where(asks_gpu)),
             ],
             "validations": [

@@ -4,9 +4,11 @@ Four policies, each bound to namespaces labelled `tranche.dev/tenant: "true"`:
 1. `gpu`: no nvidia.com/gpu-style extended resources in any container;
 2. `claim_form`: ResourceClaims/Templates only in the documented form, for a class sold to the
    project (read from the namespace's `tranche-entitlements` ConfigMap, the parameter);
-3. `pod_hardening`: no LD_PRELOAD/CUDA_*/TRANCHE_*/NVIDIA_VISIBLE_DEVICES, hostPath, privileged
-   containers or added capabilities;
+3. `pod_hardening`: no environment that steers the runtime's GPU hooks or the loader (in env or
+   envFrom), no volume over the slice's files, no hostPath, privileged containers or added
+   capabilities;
 4. `managed_objects`: tenants cannot change or delete what Tranche manages.
+1 and 3 judge pods and the pod templates of workloads alike (`pods`). docs/admission.md says why.
 Expressions are built with `cel`; messages say what happened, why, and what to do. CEL runs on
 the API server, not here.
 """

@@ -10,12 +10,11 @@ from collections.abc import Iterable
 from typing import Any
 
 from controller.render.access import render_access, render_access_cluster_roles
-from controller.render.access_policy import render_access_policy
 from controller.render.claim_template import render_claim_templates, render_entitlements
 from controller.render.device_class import render_device_class
 from controller.render.limit_range import render_limit_range
 from controller.render.namespace import render_namespace
-from controller.render.policies import render_policies
+from controller.render.policies import render_access_policy, render_policies
 from controller.render.quota import render_resource_quota
 from controller.render.rbac import render_role_binding, render_tenant_cluster_role
 from controller.render.spec import ProductSpec, ProjectSpec

@@ -1,13 +1,14 @@
 """ValidatingAdmissionPolicies (and bindings) guarding tenant namespaces, one module per policy.
 
-Four policies, each bound to namespaces labelled `tranche.dev/tenant: "true"`:
+Five policies, each bound to namespaces labelled `tranche.dev/tenant: "true"`:
 1. `gpu`: no nvidia.com/gpu-style extended resources in any container;
 2. `claim_form`: ResourceClaims/Templates only in the documented form, for a class sold to the
    project (read from the namespace's `tranche-entitlements` ConfigMap, the parameter);
 3. `pod_hardening`: no environment that steers the runtime's GPU hooks or the loader (in env or
    envFrom), no volume over the slice's files, no hostPath, privileged containers or added
    capabilities;
-4. `managed_objects`: tenants cannot change or delete what Tranche manages.
+4. `managed_objects`: tenants cannot change or delete what Tranche manages;
+5. `tenant_accounts`: people's cluster accounts and their tokens stay what the portal made them.
 1 and 3 judge pods and the pod templates of workloads alike (`pods`). docs/admission.md says why.
 Expressions are built with `cel`; messages say what happened, why, and what to do. CEL runs on
 the API server, not here.
@@ -23,9 +24,11 @@ from controller.render.policies.gpu import render_gpu_policy
 from controller.render.policies.managed_objects import render_managed_policy
 from controller.render.policies.objects import render_binding
 from controller.render.policies.pod_hardening import render_pod_policy
+from controller.render.policies.tenant_accounts import render_access_policy
 from controller.render.spec import ENTITLEMENTS_CONFIGMAP
 
 __all__ = [
+    "render_access_policy",
     "render_claim_policy",
     "render_gpu_policy",
     "render_managed_policy",
@@ -35,7 +38,8 @@ __all__ = [
 
 
 def render_policies(platform_users: tuple[str, ...] = ()) -> list[dict[str, Any]]:
-    """All four policies followed by their bindings (policies first: bindings refer to them)."""
+    """Policies 1-4 followed by their bindings (policies first: bindings refer to them);
+    `render_access_policy` renders policy 5 with its binding."""
     policies = [
         render_gpu_policy(),
         render_claim_policy(),

@@ -8,7 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from controller.render.policies import cel
 from controller.render.spec import LABEL_TENANT, platform_labels
+
+# How messages name the object under review: "ConfigMap tranche-entitlements".
+REQUESTED_OBJECT = cel.concat("request.kind.kind", cel.lit(" "), "request.name")
 
 
 def render_policy(name: str, spec: dict[str, Any]) -> dict[str, Any]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 from controller.render.access import VIEW_RULES, render_access
-from controller.render.access_policy import ACCOUNT_PREFIX
+from controller.render.policies.tenant_accounts import ACCOUNT_PREFIX
 from controller.render.spec import TenantAccount
 from portal.tenants.naming import account_name
 from tests.unit.controller.test_render_golden import _check, _spec

@@ -78,7 +78,10 @@ def render_access_policy(platform_users: tuple[str, ...] = ()) -> list[dict[str,
                     reason="Forbidden",
                 ),
                 deny_unless(
+                    # a request for the object itself has no subResource at all: reading it
+                    # unguarded is an error, which fails closed (every Secret refused)
                     cel.any_of(
+                        cel.not_(cel.has("request.subResource")),
                         cel.ne("request.subResource", cel.lit("token")),
                         cel.call("request.name", "startsWith", cel.lit(ACCOUNT_PREFIX)),
                     ),

@@ -17,16 +17,18 @@ from pathlib import Path
 
 from tranche.names import CDI_VENDOR
 
+# Paths inside the container; the shipped core reads the config and region at exactly these
+# paths and takes no override from the environment (nodeagent/native/src/config.h).
+from tranche.slice_paths import (
+    CONFIG_IN_CONTAINER,
+    CORE_IN_CONTAINER,
+    PRELOAD_IN_CONTAINER,
+    REGION_IN_CONTAINER,
+)
+
 CDI_VERSION = "1.1.0"  # specs-go v1.1.1 CurrentVersion
 CDI_CLASS = "gpu"
 CDI_KIND = f"{CDI_VENDOR}/{CDI_CLASS}"
-
-# Paths inside the container; the shipped core reads the config and region at exactly these
-# paths and takes no override from the environment (nodeagent/native/src/config.h).
-CORE_IN_CONTAINER = "/usr/lib/tranche/libtranche.so"
-PRELOAD_IN_CONTAINER = "/etc/ld.so.preload"
-CONFIG_IN_CONTAINER = "/etc/tranche/slice.conf"
-REGION_IN_CONTAINER = "/var/run/tranche/region"
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from controller.render.policies.managed_objects import render_managed_policy
 from controller.render.policies.objects import render_binding
 from controller.render.policies.pod_hardening import render_pod_policy
 from controller.render.policies.tenant_accounts import render_access_policy
-from controller.render.spec import ENTITLEMENTS_CONFIGMAP
+from tranche.names import ENTITLEMENTS_CONFIGMAP
 
 __all__ = [
     "render_access_policy",

@@ -18,7 +18,7 @@ from controller.render.policies.objects import (
     render_policy,
     variable,
 )
-from controller.render.spec import (
+from tranche.names import (
     CLAIM_REQUEST_NAME,
     LABEL_MANAGED_BY,
     LABEL_ORGANIZATION,

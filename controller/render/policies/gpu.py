@@ -19,7 +19,7 @@ from controller.render.policies.pods import (
     pod_rules,
     pod_variables,
 )
-from controller.render.spec import CLAIM_REQUEST_NAME
+from tranche.names import CLAIM_REQUEST_NAME
 
 NAME = "tranche-no-device-plugin-gpus"
 GPU_RESOURCE_PREFIXES = ("nvidia.com/", "amd.com/", "gpu.intel.com/", "habana.ai/")

@@ -18,7 +18,7 @@ from controller.render.policies.objects import (
     render_policy,
 )
 from controller.render.policies.ownership import managed_by_tranche, not_the_platform
-from controller.render.spec import LABEL_MANAGED_BY, MANAGED_BY
+from tranche.names import LABEL_MANAGED_BY, MANAGED_BY
 
 NAME = "tranche-managed-objects"
 # Fields whose change is an edit; metadata other than labels (annotations, managedFields) is not.

@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from controller.render.policies import cel
-from controller.render.spec import LABEL_TENANT, platform_labels
+from tranche.claims import platform_labels
+from tranche.names import LABEL_TENANT
 
 # How messages name the object under review: "ConfigMap tranche-entitlements".
 REQUESTED_OBJECT = cel.concat("request.kind.kind", cel.lit(" "), "request.name")

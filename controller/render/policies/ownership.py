@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from controller.render.policies import cel
 from controller.render.policies.objects import match_condition
-from controller.render.spec import CONTROLLER_SERVICE_ACCOUNT, LABEL_MANAGED_BY, MANAGED_BY
+from tranche.names import CONTROLLER_SERVICE_ACCOUNT, LABEL_MANAGED_BY, MANAGED_BY
 
 # Identities that act for the platform: API server/controller-manager/scheduler, nodes,
 # kube-system's controllers, the controller's own identity and CONTROLLER_PLATFORM_USERS.

@@ -13,6 +13,7 @@ docs/admission.md says why the other variables a tenant sets cannot matter.
 
 from __future__ import annotations
 
+import posixpath
 from typing import Any
 
 from controller.render.policies import cel
@@ -25,19 +26,39 @@ from controller.render.policies.pods import (
     pod_rules,
     pod_variables,
 )
+from tranche.slice_paths import (
+    CONFIG_IN_CONTAINER,
+    CORE_IN_CONTAINER,
+    PRELOAD_IN_CONTAINER,
+    REGION_IN_CONTAINER,
+)
 
 NAME = "tranche-pod-hardening"
 FORBIDDEN_ENV_NAMES = ("LD_PRELOAD", "LD_AUDIT", "LD_LIBRARY_PATH")
 FORBIDDEN_ENV_PREFIXES = ("NVIDIA_", "CUDA_", "TRANCHE_")
-# Where nodeagent/cdi.py mounts the core, /etc/ld.so.preload, the slice config and the region,
-# plus the spellings images alias them by (/var/run -> /run, /lib -> /usr/lib).
+# Images alias these folders: /var/run is a link to /run, and /lib one to /usr/lib (merged /usr).
+FOLDER_ALIASES = {"/var/run/": "/run/", "/usr/lib/": "/lib/"}
+
+
+def _with_aliases(folder: str) -> tuple[str, ...]:
+    """`folder` and the other spellings images give it."""
+    aliases = [
+        alias + folder.removeprefix(real)
+        for real, alias in FOLDER_ALIASES.items()
+        if folder.startswith(real)
+    ]
+    return (folder, *aliases)
+
+
+# No volume at, inside or above these: the preload file, and the folders of the core, the slice
+# config and the region, as the CDI spec mounts them (tranche.slice_paths).
 SLICE_PATHS = (
-    "/etc/ld.so.preload",
-    "/etc/tranche",
-    "/usr/lib/tranche",
-    "/lib/tranche",
-    "/var/run/tranche",
-    "/run/tranche",
+    PRELOAD_IN_CONTAINER,
+    *(
+        path
+        for mounted in (CONFIG_IN_CONTAINER, CORE_IN_CONTAINER, REGION_IN_CONTAINER)
+        for path in _with_aliases(posixpath.dirname(mounted))
+    ),
 )
 # A mount path in plain form: absolute, no empty, `.` or `..` segment, no trailing slash.
 PLAIN_PATH = "^(/[^/]+)+$"

@@ -6,7 +6,8 @@ from __future__ import annotations
 from kubernetes import client
 
 from controller.reconcile import reconcile_project
-from tests.cluster.controller.conftest import impersonating, wait_for
+from tests.cluster.controller.conftest import impersonating
+from tests.helpers.wait import wait_for
 
 
 def test_a_tenant_manages_its_own_secrets_and_service_accounts(tenant, kube_cluster) -> None:

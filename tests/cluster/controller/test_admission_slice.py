@@ -19,7 +19,8 @@ from kubernetes.client.rest import ApiException
 
 from controller.reconcile import reconcile_project
 from nodeagent.cdi import ClaimFiles, render_cdi_spec
-from tests.cluster.controller.conftest import impersonating, wait_for
+from tests.cluster.controller.conftest import impersonating
+from tests.helpers.wait import wait_for
 
 CLASS = "tranche-v100-8g"
 GPU_REFUSAL = "does not offer: shared GPU slices are only available through resource claims"

@@ -10,6 +10,9 @@ from pathlib import Path
 
 import pytest
 
+# The control plane fixture (`kube_cluster`) and its build-before-tests hook, for every tier.
+pytest_plugins = ["tests.helpers.cluster"]
+
 TIERS = ("unit", "integration", "cluster", "browser", "native", "gpu")
 TESTS_DIR = Path(__file__).parent
 

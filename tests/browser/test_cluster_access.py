@@ -17,13 +17,12 @@ from deploy.devcluster.config import load_settings
 from portal.catalog.seed import ensure_catalogue
 from portal.tenants.models import Project
 from tests.browser.test_tenant_journey import _sign_up
-from tests.cluster.conftest import kube_cluster  # noqa: F401  (the control plane fixture)
 
 
 def test_the_page_downloads_a_kubeconfig_kubectl_accepts(
     new_page,
     transactional_db,
-    kube_cluster,  # noqa: F811  (the fixture imported above)
+    kube_cluster,
     settings,
     tmp_path,
 ):

@@ -28,7 +28,6 @@ from tests.cluster.controller.conftest import (  # noqa: F401  (fixtures used by
     controller_settings,
     make_tenant,
     tenant,
-    wait_for,
 )
 from tests.cluster.nodeagent.conftest import start_agent  # noqa: F401
 

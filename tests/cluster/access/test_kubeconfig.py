@@ -16,7 +16,7 @@ from deploy.devcluster.storage import ensure_demo_volumes
 from portal.access.models import ClusterAccess
 from portal.audit.models import AuditLog
 from tests.cluster.access.conftest import forbidden
-from tests.cluster.controller.conftest import wait_for
+from tests.helpers.wait import wait_for
 
 CLASS = "tranche-v100-8g"
 

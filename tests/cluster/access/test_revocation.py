@@ -25,7 +25,7 @@ from kubernetes import client
 
 from controller.reconcile import reconcile_project
 from tests.cluster.access.conftest import refused
-from tests.cluster.controller.conftest import wait_for
+from tests.helpers.wait import wait_for
 
 ROOT = Path(__file__).resolve().parents[3]
 LIMIT_SECONDS = 5.0

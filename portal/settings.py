@@ -103,14 +103,14 @@ DATABASES = {
         "USER": env_str("TRANCHE_DB_USER", "tranche"),
         "PASSWORD": env_secret("TRANCHE_DB_PASSWORD", _local_secret("db-password")),
         "HOST": env_str("TRANCHE_DB_HOST", "127.0.0.1"),
-        "PORT": env_int("TRANCHE_DB_PORT", 55432, minimum=1),
+        "PORT": env_int("TRANCHE_DB_PORT", 15432, minimum=1),
         "CONN_MAX_AGE": env_int("TRANCHE_DB_CONN_MAX_AGE", 60, minimum=0),
         "OPTIONS": {"connect_timeout": env_int("TRANCHE_DB_CONNECT_TIMEOUT", 5, minimum=1)},
     }
 }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
-_REDIS_PORT = env_int("TRANCHE_REDIS_PORT", 56379, minimum=1)
+_REDIS_PORT = env_int("TRANCHE_REDIS_PORT", 16379, minimum=1)
 REDIS_URL = env_secret(
     "TRANCHE_REDIS_URL", f"redis://:{_local_secret('redis-password')}@127.0.0.1:{_REDIS_PORT}/0"
 )

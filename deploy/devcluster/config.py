@@ -54,7 +54,9 @@ def _env_port(name: str, default: int) -> int:
 
 @dataclass(frozen=True)
 class Ports:
-    """Loopback ports, chosen away from the standard ones (6443, 2379, 10257, ...)."""
+    """Loopback ports, chosen away from the standard ones (6443, 2379, 10257, ...) and below
+    Linux's ephemeral range (32768-60999): a port there can be held in TIME-WAIT by any client
+    connection on the machine, and etcd then fails to bind it ("address already in use")."""
 
     apiserver: int
     etcd_client: int
@@ -121,11 +123,11 @@ def load_settings() -> Settings:
     cache = _env_path("TRANCHE_CACHE", Path.home() / ".cache" / "tranche")
     state = _env_path("TRANCHE_CLUSTER_STATE", REPO_ROOT / ".state" / "cluster")
     ports = Ports(
-        apiserver=_env_port("TRANCHE_APISERVER_PORT", 56443),
-        etcd_client=_env_port("TRANCHE_ETCD_PORT", 52379),
-        etcd_peer=_env_port("TRANCHE_ETCD_PEER_PORT", 52380),
-        controller_manager=_env_port("TRANCHE_KCM_PORT", 56257),
-        scheduler=_env_port("TRANCHE_SCHEDULER_PORT", 56259),
-        kwok=_env_port("TRANCHE_KWOK_PORT", 56247),
+        apiserver=_env_port("TRANCHE_APISERVER_PORT", 16443),
+        etcd_client=_env_port("TRANCHE_ETCD_PORT", 12379),
+        etcd_peer=_env_port("TRANCHE_ETCD_PEER_PORT", 12380),
+        controller_manager=_env_port("TRANCHE_KCM_PORT", 16257),
+        scheduler=_env_port("TRANCHE_SCHEDULER_PORT", 16259),
+        kwok=_env_port("TRANCHE_KWOK_PORT", 16247),
     )
     return Settings(cache_dir=cache, state_dir=state, ports=ports)

@@ -74,8 +74,8 @@ def layout() -> Layout:
     return Layout(
         pg_root=_pg_root(state),
         state=state,
-        pg_port=int(os.environ.get("TRANCHE_DB_PORT", "55432")),
-        redis_port=int(os.environ.get("TRANCHE_REDIS_PORT", "56379")),
+        pg_port=int(os.environ.get("TRANCHE_DB_PORT", "15432")),
+        redis_port=int(os.environ.get("TRANCHE_REDIS_PORT", "16379")),
     )
 
 

@@ -56,6 +56,7 @@ INSTALLED_APPS = [
     "portal.agents",
     "portal.status",
     "portal.access",
+    "portal.preflight",
 ]
 
 MIDDLEWARE = [
@@ -159,6 +160,13 @@ CLUSTER_ACCESS_KUBECONFIG = env_str("TRANCHE_CLUSTER_ACCESS_KUBECONFIG", "")
 CLUSTER_API_SERVER = env_str("TRANCHE_CLUSTER_API_SERVER", "")
 CLUSTER_CA_FILE = env_str("TRANCHE_CLUSTER_CA_FILE", "")
 CLUSTER_NAME = env_str("TRANCHE_CLUSTER_NAME", "tranche")
+
+# Pre-flight image reads: a docker config.json with registry logins, registries spoken to over
+# plain HTTP (loopback test registries only), and the per-image bounds (docs/preflight.md).
+PREFLIGHT_PULL_SECRET = env_str("TRANCHE_PREFLIGHT_PULL_SECRET", "")
+PREFLIGHT_PLAIN_HTTP_REGISTRIES = env_list("TRANCHE_PREFLIGHT_PLAIN_HTTP_REGISTRIES", [])
+PREFLIGHT_IMAGE_MAX_BYTES = env_int("TRANCHE_PREFLIGHT_IMAGE_MAX_BYTES", 4 * 1024**3, minimum=1)
+PREFLIGHT_REGISTRY_TIMEOUT_SECONDS = env_int("TRANCHE_PREFLIGHT_REGISTRY_TIMEOUT", 10, minimum=1)
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

@@ -11,6 +11,7 @@ from portal.catalog import views as catalog_views
 from portal.core import views as core_views
 from portal.orders import manifest_views
 from portal.orders import views as order_views
+from portal.preflight import views as preflight_views
 from portal.status import views as status_views
 from portal.tenants import views as tenant_views
 
@@ -56,5 +57,13 @@ urlpatterns = [
         P + "manifests/<id:product_id>/download/",
         manifest_views.manifest_download,
         name="manifest_download",
+    ),
+    path(P + "preflight/", preflight_views.preflight_page, name="preflight"),
+    path("api/v1/" + P + "preflight", preflight_views.preflight_api, name="preflight_api"),
+    path("account/tokens/", preflight_views.api_tokens, name="api_tokens"),
+    path(
+        "account/tokens/<id:token_id>/revoke/",
+        preflight_views.revoke_api_token,
+        name="revoke_api_token",
     ),
 ]

@@ -49,8 +49,42 @@ def ensure_catalogue() -> list[Product]:
     return products
 
 
+A100_PRODUCTS = [(10, 25, Decimal("140.00"), Decimal("0.1950"))]
+
+
+@transaction.atomic
+def ensure_a100_line() -> list[Product]:
+    """An A100 (compute capability 8.0) line: images that dropped Volta still run there."""
+    gpu, _ = GpuModel.objects.get_or_create(
+        name="NVIDIA A100-SXM4-40GB",
+        defaults={
+            "short_name": "a100",
+            "memory_mib": 40960,
+            "compute_capability": "8.0",
+            "architecture": "Ampere",
+        },
+    )
+    products = []
+    for gib, percent, monthly, hourly in A100_PRODUCTS:
+        product, _ = Product.objects.get_or_create(
+            device_class=f"tranche-a100-{gib}g",
+            defaults={
+                "gpu_model": gpu,
+                "name": f"A100 {gib} GiB slice ({percent} %)",
+                "fraction_percent": percent,
+                "memory_mib": gib * 1024,
+                "compute_percent": percent,
+                "monthly_price": monthly,
+                "hourly_price": hourly,
+                "currency": "EUR",
+            },
+        )
+        products.append(product)
+    return products
+
+
 @seeder
 def seed_catalogue(password: str) -> list[str]:
     """Demo seeder: the V100 catalogue."""
-    products = ensure_catalogue()
+    products = ensure_catalogue() + ensure_a100_line()
     return [f"Catalogue: {', '.join(p.device_class for p in products)}"]

@@ -1,0 +1,138 @@
+"""Gathering the facts the checks need from the cluster: quota, capacity, volumes, dry runs.
+
+Reads use the platform's client; the dry runs act as the tenant (`kube.tenant_identity`), so RBAC,
+the admission policies, Pod Security and quota answer exactly as they would for `kubectl apply`.
+Every object is dry-run by server-side apply (works for new and existing objects alike) into the
+project's namespace, whatever namespace the manifest names.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from decimal import Decimal
+from typing import Any
+
+from portal.preflight.facts import AdmissionResult, CapacityFacts, ProductFacts, QuotaFacts
+from portal.preflight.kube import Identity, request
+from portal.preflight.manifest import ManifestError, describe, parse_quantity
+
+DRIVER = "gpu.tranche.dev"
+QUOTA_NAME = "tranche-quota"
+FIELD_MANAGER = "tranche-preflight"
+
+_RESOURCES: dict[str, dict[str, tuple[str, bool]]] = {}
+
+
+def _group_path(api_version: str) -> str:
+    return "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+
+
+def resource_of(api: Any, api_version: str, kind: str) -> tuple[str, bool] | None:
+    """(plural, namespaced) of a kind from the API server's discovery, cached per process."""
+    if api_version not in _RESOURCES:
+        found = request(api, "GET", _group_path(api_version))
+        if found.status != 200:
+            return None
+        _RESOURCES[api_version] = {
+            r["kind"]: (r["name"], bool(r.get("namespaced")))
+            for r in found.body.get("resources", [])
+            if "/" not in r.get("name", "")
+        }
+    return _RESOURCES[api_version].get(kind)
+
+
+def dry_run(api: Any, namespace: str, obj: dict[str, Any], identity: Identity) -> AdmissionResult:
+    subject = describe(obj)
+    api_version, kind = str(obj["apiVersion"]), str(obj["kind"])
+    resource = resource_of(api, api_version, kind)
+    if resource is None:
+        return AdmissionResult(
+            subject, False, 404, "NotFound",
+            f"The cluster has no kind {kind} in {api_version}: check apiVersion and kind.",
+        )  # fmt: skip
+    plural, namespaced = resource
+    body = {**obj, "metadata": {**obj["metadata"]}}
+    if namespaced:
+        body["metadata"]["namespace"] = namespace
+    path = (
+        _group_path(api_version)
+        + (f"/namespaces/{namespace}" if namespaced else "")
+        + f"/{plural}/{obj['metadata']['name']}"
+    )
+    query = [("dryRun", "All"), ("fieldManager", FIELD_MANAGER), ("force", "true")]
+    resp = request(
+        api, "PATCH", path, query=query, body=json.dumps(body), identity=identity,
+        content_type="application/apply-patch+yaml",
+    )  # fmt: skip
+    if resp.status < 400:
+        return AdmissionResult(subject, True, resp.status, warnings=resp.warnings)
+    return AdmissionResult(
+        subject, False, resp.status, str(resp.body.get("reason", "")),
+        str(resp.body.get("message", "")), resp.warnings,
+    )  # fmt: skip
+
+
+def quota_facts(api: Any, namespace: str) -> QuotaFacts | None:
+    resp = request(api, "GET", f"/api/v1/namespaces/{namespace}/resourcequotas/{QUOTA_NAME}")
+    if resp.status != 200:
+        return None
+    status = resp.body.get("status") or {}
+    hard = status.get("hard") or (resp.body.get("spec") or {}).get("hard") or {}
+    return QuotaFacts(QUOTA_NAME, dict(hard), dict(status.get("used") or {}))
+
+
+def volume_claims(api: Any, namespace: str) -> dict[str, str]:
+    resp = request(api, "GET", f"/api/v1/namespaces/{namespace}/persistentvolumeclaims")
+    return {
+        item["metadata"]["name"]: (item.get("status") or {}).get("phase", "")
+        for item in resp.body.get("items", [])
+    }
+
+
+def _quantity(value: Any) -> Decimal:
+    try:
+        return parse_quantity(value)
+    except ManifestError:
+        return Decimal(0)
+
+
+def capacity_facts(api: Any, products: dict[str, ProductFacts]) -> CapacityFacts:
+    """Free slices per product: each shareable GPU of its model, minus what claims consume."""
+    slices = request(api, "GET", "/apis/resource.k8s.io/v1/resourceslices").body.get("items", [])
+    claims = request(api, "GET", "/apis/resource.k8s.io/v1/resourceclaims").body.get("items", [])
+    used: dict[tuple[str, str], dict[str, Decimal]] = defaultdict(
+        lambda: {"memory": Decimal(0), "cores": Decimal(0)}
+    )
+    for claim in claims:
+        allocation = (claim.get("status") or {}).get("allocation") or {}
+        for result in (allocation.get("devices") or {}).get("results") or []:
+            if result.get("driver") != DRIVER:
+                continue
+            key = (str(result.get("pool")), str(result.get("device")))
+            for name, value in (result.get("consumedCapacity") or {}).items():
+                if name in used[key]:
+                    used[key][name] += _quantity(value)
+    gpus: dict[str, int] = defaultdict(int)
+    free: dict[str, int] = defaultdict(int)
+    for item in slices:
+        spec = item.get("spec") or {}
+        if spec.get("driver") != DRIVER:
+            continue
+        pool = str((spec.get("pool") or {}).get("name"))
+        for device in spec.get("devices") or []:
+            model = ((device.get("attributes") or {}).get("productName") or {}).get("string")
+            if not device.get("allowMultipleAllocations"):
+                continue
+            capacity = device.get("capacity") or {}
+            memory = _quantity((capacity.get("memory") or {}).get("value", 0))
+            cores = _quantity((capacity.get("cores") or {}).get("value", 100))
+            taken = used[(pool, str(device.get("name")))]
+            for product in products.values():
+                if product.gpu_name != model:
+                    continue
+                gpus[product.device_class] += 1
+                by_memory = (memory - taken["memory"]) // (product.memory_mib * 2**20)
+                by_cores = (cores - taken["cores"]) // product.compute_percent
+                free[product.device_class] += max(0, int(min(by_memory, by_cores)))
+    return CapacityFacts(dict(gpus), dict(free))

@@ -1,0 +1,95 @@
+"""The pre-flight's reads of the cluster and its dry runs as the tenant, through one client.
+
+The portal never imports the controller, so this holds its own small client: the kubeconfig the
+controller uses (settings.CONTROLLER_KUBECONFIG, else in-cluster, else the local devcluster).
+`tenant_identity()` is the one place that decides who a dry run acts as: today the tenant group
+the namespace's RoleBinding names, impersonated; per-user credentials (#11) can replace it here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from kubernetes import client, config
+
+TIMEOUT = (3, 15)
+
+
+class ClusterUnavailableError(Exception):
+    """The API server could not be reached; checks that need it say 'not checked'."""
+
+
+@dataclass(frozen=True)
+class Identity:
+    user: str
+    group: str
+
+
+def tenant_identity(user: Any, namespace: str) -> Identity:
+    """Who a dry run acts as: the portal user, in the group the project's RoleBinding binds."""
+    return Identity(
+        user=f"tranche.dev:user:{user.username}", group=f"tranche.dev:tenant:{namespace}"
+    )
+
+
+def api_client() -> client.ApiClient:
+    path = getattr(settings, "CONTROLLER_KUBECONFIG", "") or os.environ.get("KUBECONFIG", "")
+    if not path and os.environ.get("KUBERNETES_SERVICE_HOST"):
+        config.load_incluster_config()
+        return client.ApiClient()
+    if not path:
+        path = str(Path(settings.BASE_DIR) / ".state" / "cluster" / "kubeconfig")
+    try:
+        return config.new_client_from_config(config_file=path.split(os.pathsep)[0])
+    except (OSError, config.ConfigException) as exc:
+        raise ClusterUnavailableError(f"no cluster configuration ({exc})") from exc
+
+
+@dataclass(frozen=True)
+class Response:
+    status: int
+    body: dict[str, Any]
+    warnings: tuple[str, ...]
+
+
+def request(
+    api: client.ApiClient,
+    method: str,
+    path: str,
+    *,
+    query: list[tuple[str, str]] | None = None,
+    body: Any = None,
+    identity: Identity | None = None,
+    content_type: str = "application/json",
+) -> Response:
+    """One call; any status comes back (refusals are answers here), transport errors raise."""
+    headers = {"Accept": "application/json", "Content-Type": content_type}
+    if identity is not None:
+        headers["Impersonate-User"] = identity.user
+        headers["Impersonate-Group"] = identity.group
+    try:
+        method, url, hdrs, body, _ = api.param_serialize(
+            method, path, query_params=query or [], header_params=headers, body=body,
+            auth_settings=["BearerToken"],
+        )  # fmt: skip
+        resp = api.call_api(method, url, header_params=hdrs, body=body, _request_timeout=TIMEOUT)
+        raw = resp.read()
+    except Exception as exc:  # urllib3 raises many kinds; all mean "not reachable"
+        raise ClusterUnavailableError(
+            f"the API server did not answer ({type(exc).__name__})"
+        ) from exc
+    try:
+        parsed = json.loads(raw or b"{}")
+    except ValueError:
+        parsed = {"message": raw[:500].decode(errors="replace")}
+    warnings = tuple(
+        w.split('"', 1)[-1].rstrip('"')
+        for w in (resp.getheaders() or {}).get("Warning", "").split(", 299")
+        if w
+    )
+    return Response(resp.status, parsed if isinstance(parsed, dict) else {}, warnings)

@@ -1,0 +1,241 @@
+"""Lints from the seed's lessons, each citing the number it rests on.
+
+1. Container RAM limit vs the model it loads: Ollama and vLLM read the weights through host
+   memory, so a 512 MiB limit with a 4 GiB model is OOMKilled (exit 137) while loading.
+2. Context length vs the slice: the KV cache for the context must fit next to the weights.
+   KV bytes = 2 (K and V) x layers x KV heads x head dim x 2 bytes (fp16) x tokens.
+3. The model directory on a bound PersistentVolumeClaim, or every restart downloads it again.
+4. The image tag pinned (not `latest`): Ollama 0.24 is the last release that runs on CC 7.0.
+Pure: facts in, verdicts out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from portal.preflight.facts import Facts
+from portal.preflight.manifest import (
+    ManifestError,
+    PodTemplate,
+    containers,
+    mib,
+    parse_quantity,
+    pod_templates,
+)
+from portal.preflight.verdicts import Verdict, ok, warning
+
+ANNOTATION_MODEL = "tranche.dev/model"
+ANNOTATION_MODEL_SIZE = "tranche.dev/model-size"
+CUDA_CONTEXT_MIB = 512  # the CUDA context and runtime's own allocations on the slice
+OLLAMA_DEFAULT_CONTEXT = 4096
+
+
+@dataclass(frozen=True)
+class KnownModel:
+    """Weights as shipped (Q4 for Ollama tags) and the shape that sizes its KV cache."""
+
+    weights_mib: int
+    layers: int
+    kv_heads: int
+    head_dim: int
+
+    @property
+    def kv_bytes_per_token(self) -> int:
+        return 2 * self.layers * self.kv_heads * self.head_dim * 2
+
+
+KNOWN_MODELS = {
+    "llama3.2:3b": KnownModel(2048, 28, 8, 128),
+    "llama3.1:8b": KnownModel(4920, 32, 8, 128),
+    "qwen2.5:7b": KnownModel(4690, 28, 4, 128),
+    "mistral:7b": KnownModel(4170, 32, 8, 128),
+}
+
+
+def _env(container: dict[str, Any], name: str) -> str | None:
+    for item in container.get("env") or []:
+        if isinstance(item, dict) and item.get("name") == name and "value" in item:
+            return str(item["value"])
+    return None
+
+
+def _arg(container: dict[str, Any], flag: str) -> str | None:
+    words = [str(w) for w in (container.get("command") or []) + (container.get("args") or [])]
+    for i, word in enumerate(words):
+        if word == flag and i + 1 < len(words):
+            return words[i + 1]
+        if word.startswith(flag + "="):
+            return word.split("=", 1)[1]
+    return None
+
+
+def _model(pod: PodTemplate, container: dict[str, Any]) -> str:
+    return pod.annotations.get(ANNOTATION_MODEL) or _arg(container, "--model") or ""
+
+
+def _model_mib(pod: PodTemplate, container: dict[str, Any]) -> int | None:
+    size = pod.annotations.get(ANNOTATION_MODEL_SIZE)
+    if size:
+        try:
+            return mib(parse_quantity(size))
+        except ManifestError:
+            return None
+    known = KNOWN_MODELS.get(_model(pod, container))
+    return known.weights_mib if known else None
+
+
+def lint_ram(pod: PodTemplate, c: dict[str, Any]) -> Verdict | None:
+    limit = ((c.get("resources") or {}).get("limits") or {}).get("memory")
+    model_mib = _model_mib(pod, c)
+    if limit is None or model_mib is None:
+        return None
+    try:
+        limit_mib = mib(parse_quantity(limit))
+    except ManifestError:
+        return None
+    subject = f"{pod.owner} container {c.get('name')}"
+    figures = {"ram_limit_mib": limit_mib, "model_mib": model_mib}
+    if limit_mib < model_mib:
+        return warning(
+            "ram_limit", subject,
+            f"The container's RAM limit ({limit_mib} MiB) is below the model it loads "
+            f"({model_mib} MiB): loading goes through host memory, and the seed's first load "
+            "was OOMKilled (exit 137) at a 512 MiB limit. The GPU slice is not the container's "
+            "RAM.",
+            f"Set resources.limits.memory to at least {model_mib + 1024} MiB "
+            "(the model plus 1 GiB for the server).", **figures,
+        )  # fmt: skip
+    return ok(
+        "ram_limit",
+        subject,
+        f"RAM limit {limit_mib} MiB holds the {model_mib} MiB model.",
+        **figures,
+    )
+
+
+def _context(c: dict[str, Any]) -> tuple[str, int | None]:
+    for source, value in (
+        ("OLLAMA_CONTEXT_LENGTH", _env(c, "OLLAMA_CONTEXT_LENGTH")),
+        ("--max-model-len", _arg(c, "--max-model-len")),
+    ):
+        if value is not None:
+            return source, int(value) if value.isdigit() else None
+    return "", None
+
+
+def lint_context(pod: PodTemplate, c: dict[str, Any], slice_mib: int | None) -> Verdict | None:
+    source, tokens = _context(c)
+    subject = f"{pod.owner} container {c.get('name')}"
+    image = str(c.get("image", ""))
+    if not source and "ollama" in image:
+        return warning(
+            "context_length", subject,
+            f"OLLAMA_CONTEXT_LENGTH is not set: Ollama keeps {OLLAMA_DEFAULT_CONTEXT} tokens and "
+            "silently cuts longer prompts (the seed's agent sent about 14,700).",
+            "Set OLLAMA_CONTEXT_LENGTH to what your prompts need, e.g. 16384.",
+            context_tokens=OLLAMA_DEFAULT_CONTEXT,
+        )  # fmt: skip
+    known = KNOWN_MODELS.get(_model(pod, c))
+    if tokens is None or known is None or slice_mib is None:
+        return None
+    weights = _model_mib(pod, c) or known.weights_mib
+    kv_mib = known.kv_bytes_per_token * tokens / 2**20
+    need = weights + kv_mib + CUDA_CONTEXT_MIB
+    fit_tokens = int(
+        max(0, slice_mib - weights - CUDA_CONTEXT_MIB) * 2**20 // known.kv_bytes_per_token
+    )
+    formula = (
+        f"KV cache = 2 x {known.layers} layers x {known.kv_heads} KV heads x {known.head_dim} "
+        f"head dim x 2 bytes x {tokens} tokens = {kv_mib:.0f} MiB; {weights} MiB weights + "
+        f"{kv_mib:.0f} MiB KV + {CUDA_CONTEXT_MIB} MiB CUDA context = {need:.0f} MiB of a "
+        f"{slice_mib} MiB slice"
+    )
+    figures = {
+        "context_tokens": tokens, "kv_cache_mib": round(kv_mib), "weights_mib": weights,
+        "needed_mib": round(need), "slice_mib": slice_mib, "fits_tokens": fit_tokens,
+        "formula": formula,
+    }  # fmt: skip
+    if need > slice_mib:
+        return warning(
+            "context_length", subject,
+            f"The context of {tokens} tokens ({source}) does not fit the slice next to the "
+            f"weights: {formula}. The server will spill to CPU or refuse to load.",
+            f"Lower {source} to at most {fit_tokens}, or choose a larger slice.", **figures,
+        )  # fmt: skip
+    return ok("context_length", subject, f"Fits: {formula}.", **figures)
+
+
+def _slice_mib(facts: Facts, pod: PodTemplate) -> int | None:
+    for ref in pod.spec.get("resourceClaims") or []:
+        product = facts.products.get(str(ref.get("resourceClaimTemplateName") or ""))
+        if product:
+            return product.memory_mib
+    return None
+
+
+def lint_volume(facts: Facts, pod: PodTemplate) -> list[Verdict]:
+    out = []
+    model_env = ("OLLAMA_MODELS", "HF_HOME")
+    claims = {
+        v.get("name"): (v.get("persistentVolumeClaim") or {}).get("claimName")
+        for v in pod.spec.get("volumes") or []
+        if isinstance(v, dict)
+    }
+    in_manifest = {
+        o["metadata"]["name"] for o in facts.objects if o["kind"] == "PersistentVolumeClaim"
+    }
+    for c in containers(pod):
+        path = next((p for n in model_env if (p := _env(c, n))), None)
+        if path is None:
+            continue
+        mounts = [m for m in c.get("volumeMounts") or [] if isinstance(m, dict)]
+        mount = next((m for m in mounts if path.startswith(str(m.get("mountPath", "\0")))), None)
+        claim = claims.get(mount.get("name")) if mount else None
+        subject = f"{pod.owner} container {c.get('name')}"
+        if not claim:
+            out.append(warning(
+                "model_volume", subject,
+                f"The model directory {path} is not on a persistent volume: every restart, "
+                "even for an environment change, downloads the model again.",
+                f"Mount a PersistentVolumeClaim at {path} (the sample manifest does).",
+            ))  # fmt: skip
+            continue
+        phase = facts.volume_claims.get(claim, "")
+        if phase == "Bound" or (not phase and claim in in_manifest):
+            out.append(ok("model_volume", subject, f"Models in {path} live on claim {claim}."))
+        else:
+            out.append(warning(
+                "model_volume", subject,
+                f"The claim {claim} holding {path} is {phase or 'missing'}: the pod waits for it.",
+                f"Create the PersistentVolumeClaim {claim} in the manifest or the project.",
+            ))  # fmt: skip
+    return out
+
+
+def lint_tag(pod: PodTemplate, c: dict[str, Any]) -> Verdict | None:
+    image = str(c.get("image", ""))
+    if not image:
+        return None
+    subject = f"{pod.owner} container {c.get('name')}"
+    last = image.rsplit("/", 1)[-1]
+    if "@sha256:" in image or (":" in last and not last.endswith(":latest")):
+        return ok("image_tag", subject, f"{image} is pinned.")
+    return warning(
+        "image_tag", subject,
+        f"{image} is not pinned: `latest` moves, and a newer release may drop your GPU "
+        "(Ollama after 0.24 dropped compute capability 7.0, so a V100 fell back to CPU).",
+        "Pin a version that this pre-flight found compatible, e.g. ollama/ollama:0.24.0.",
+    )  # fmt: skip
+
+
+def run_lints(facts: Facts) -> list[Verdict]:
+    out: list[Verdict] = []
+    for pod in pod_templates(facts.objects):
+        slice_mib = _slice_mib(facts, pod)
+        for c in containers(pod):
+            for found in (lint_tag(pod, c), lint_ram(pod, c), lint_context(pod, c, slice_mib)):
+                if found is not None:
+                    out.append(found)
+        out += lint_volume(facts, pod)
+    return out

@@ -1,0 +1,196 @@
+"""The pure pre-flight checks, as a table: facts in, the verdict and its figures out."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from portal.catalog.manifests import (
+    ProjectRef,
+    WorkloadSpec,
+    render_models_volume,
+    render_sample_deployment,
+)
+from portal.preflight.checks import check_gpu_code, requested, run_checks, translate_admission
+from portal.preflight.facts import (
+    AdmissionResult,
+    CapacityFacts,
+    Facts,
+    ImageFacts,
+    ProductFacts,
+    QuotaFacts,
+)
+from portal.preflight.manifest import MAX_MANIFEST_BYTES, ManifestError, parse_manifest
+from portal.preflight.verdicts import Level, overall
+
+V100_8G = ProductFacts(
+    "tranche-v100-8g", "V100 8 GiB slice", "Tesla V100-PCIE-32GB", "7.0", 8192, 25
+)
+A100_10G = ProductFacts("tranche-a100-10g", "A100 10 GiB slice", "NVIDIA A100", "8.0", 10240, 25)
+PRODUCTS = {p.device_class: p for p in (V100_8G, A100_10G)}
+REF = ProjectRef("t-ns", "org", "ml")
+KEY = "tranche-v100-8g.deviceclass.resource.k8s.io/devices"
+
+
+def sample(**workload) -> list[dict]:
+    spec = WorkloadSpec(**workload)
+    product = V100_8G
+    from portal.catalog.manifests import ProductSpec
+
+    ps = ProductSpec(product.device_class, product.memory_mib, product.compute_percent)
+    return [render_models_volume(REF, spec), render_sample_deployment(REF, ps, spec)]
+
+
+def facts(objects, **kw) -> Facts:
+    return Facts(objects=objects, namespace="t-ns", products=PRODUCTS, **kw)
+
+
+def by_check(verdicts, check):
+    return [v for v in verdicts if v.check == check]
+
+
+QUOTA = QuotaFacts(
+    "tranche-quota",
+    {KEY: "2", "requests.cpu": "8", "requests.memory": "16Gi"},
+    {KEY: "1", "requests.cpu": "7500m", "requests.memory": "2Gi"},
+)
+
+
+@pytest.mark.parametrize(
+    ("quota", "capacity", "check", "level", "words"),
+    [
+        (QUOTA, None, "gpu_quota", Level.OK, "1 held + 1 wanted of 2"),
+        (QuotaFacts("q", {KEY: "1"}, {KEY: "1"}), None, "gpu_quota", Level.WILL_FAIL,
+         "over your quota"),
+        (None, CapacityFacts({"tranche-v100-8g": 2}, {"tranche-v100-8g": 0}), "capacity",
+         Level.WARNING, "Will wait: capacity busy (all 2 GPU(s) are full"),
+        (None, CapacityFacts({}, {}), "capacity", Level.WARNING, "no GPU of this model is online"),
+        (None, CapacityFacts({"tranche-v100-8g": 1}, {"tranche-v100-8g": 3}), "capacity",
+         Level.OK, "Starts now: 3 slice(s) free"),
+        (QUOTA, None, "cpu_quota", Level.WILL_FAIL,
+         "requests.cpu quota (tranche-quota) has 0.5 CPU"),
+        (QUOTA, None, "memory_quota", Level.OK, "2048 MiB of 14336 MiB left"),
+    ],
+)  # fmt: skip
+def test_start_checks(quota, capacity, check, level, words) -> None:
+    found = by_check(run_checks(facts(sample(), quota=quota, capacity=capacity)), check)
+    assert [v.level for v in found] == [level], found
+    assert words in found[0].reason
+
+
+def test_requested_counts_replicas_and_claims() -> None:
+    objects = sample()
+    objects[1]["spec"]["replicas"] = 3
+    want = requested(facts(objects))
+    assert want.devices == {"tranche-v100-8g": 3}
+    assert str(want.cpu) == "3"
+    assert want.memory == 3 * 2 * 2**30
+
+
+@pytest.mark.parametrize(
+    ("sass", "ptx", "product", "level"),
+    [
+        ((50, 60, 70, 75, 80, 90), (121,), V100_8G, Level.OK),  # CUDA 12 libcurand
+        ((75, 80, 86, 90, 100, 120), (121,), V100_8G, Level.WILL_FAIL),  # CUDA 13: Volta dropped
+        ((75, 80, 86, 90, 100, 120), (121,), A100_10G, Level.OK),
+        ((86,), (), A100_10G, Level.WILL_FAIL),  # same major, newer minor: no binary compat
+        ((), (60,), V100_8G, Level.OK),  # old PTX JITs forward
+    ],
+)
+def test_gpu_code_against_compute_capability(sass, ptx, product, level) -> None:
+    image = ImageFacts("img:1", digest="sha256:x", gpu_files=("lib.so",), sass=sass, ptx=ptx)
+    verdict = check_gpu_code(facts([]), product, image)
+    assert verdict.level is level, verdict
+    if level is Level.WILL_FAIL and product is V100_8G:
+        assert "need sm_75 or newer; on a Tesla V100-PCIE-32GB" in verdict.reason
+
+
+def test_registry_errors_and_bounds_are_verdicts_not_passes() -> None:
+    failed = check_gpu_code(facts([]), V100_8G, ImageFacts("x:1", error="it timed out"))
+    assert failed.level is Level.WARNING
+    assert "Not checked: it timed out" in failed.reason
+    bounded = check_gpu_code(facts([]), V100_8G, ImageFacts("x:1", bound_reached=True))
+    assert bounded.level is Level.WARNING
+    assert "bound was reached" in bounded.reason
+
+
+def test_ram_lint_512mi_container_with_4gib_model() -> None:
+    objects = sample(ram_limit="512Mi", ram_request="512Mi")
+    objects[1]["spec"]["template"]["metadata"]["annotations"] = {"tranche.dev/model-size": "4Gi"}
+    [ram] = by_check(run_checks(facts(objects)), "ram_limit")
+    assert ram.level is Level.WARNING
+    assert ram.figures == {"ram_limit_mib": 512, "model_mib": 4096}
+    assert "OOMKilled (exit 137)" in ram.reason
+
+
+def test_context_lint_shows_the_formula_and_the_tokens_that_fit() -> None:
+    objects = sample(context_length=131072)
+    objects[1]["spec"]["template"]["metadata"]["annotations"] = {"tranche.dev/model": "llama3.2:3b"}
+    [ctx] = by_check(run_checks(facts(objects)), "context_length")
+    assert ctx.level is Level.WARNING
+    # 2 x 28 layers x 8 KV heads x 128 x 2 bytes = 112 KiB/token; 131072 tokens = 14336 MiB
+    assert ctx.figures["kv_cache_mib"] == 14336
+    assert ctx.figures["needed_mib"] == 2048 + 14336 + 512
+    assert ctx.figures["fits_tokens"] == (8192 - 2048 - 512) * 2**20 // (112 * 1024)
+    assert "KV cache = 2 x 28 layers x 8 KV heads x 128 head dim" in ctx.reason
+
+
+def test_the_sample_manifest_passes_every_lint() -> None:
+    verdicts = run_checks(facts(sample(), volume_claims={"llm-models": "Bound"}))
+    assert overall(verdicts) is Level.OK, [v for v in verdicts if v.level is not Level.OK]
+
+
+@pytest.mark.parametrize(
+    ("image", "level"),
+    [("ollama/ollama", Level.WARNING), ("ollama/ollama:latest", Level.WARNING),
+     ("localhost:5000/ollama", Level.WARNING), ("ollama/ollama:0.24.0", Level.OK),
+     ("r.example/x@sha256:" + "a" * 64, Level.OK)],
+)  # fmt: skip
+def test_image_tag_lint(image, level) -> None:
+    [tag] = by_check(run_checks(facts(sample(image=image))), "image_tag")
+    assert tag.level is level
+
+
+def test_model_directory_without_a_volume_is_a_warning() -> None:
+    objects = sample()
+    pod = objects[1]["spec"]["template"]["spec"]
+    pod["volumes"] = []
+    pod["containers"][0]["volumeMounts"] = []
+    [vol] = by_check(run_checks(facts(objects)), "model_volume")
+    assert vol.level is Level.WARNING
+    assert "downloads the model again" in vol.reason
+
+
+def test_admission_refusals_are_translated() -> None:
+    message = (
+        'resourceclaims.resource.k8s.io "mine" is forbidden: ValidatingAdmissionPolicy '
+        "'tranche-claims' with binding 'tranche-claims' denied request: ResourceClaim mine "
+        'asks for DeviceClass "gpu.nvidia.com", which is not a Tranche product'
+    )
+    reason, _fix = translate_admission(message, 422)
+    assert reason.startswith("Tranche policy tranche-claims: ResourceClaim mine asks for")
+    verdicts = run_checks(
+        facts(
+            [], admission=(AdmissionResult("ResourceClaim/mine", False, 422, "Invalid", message),)
+        )
+    )
+    assert verdicts[0].level is Level.WILL_FAIL
+    assert "Refused: Tranche policy" in verdicts[0].reason
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [("a: [1, 2", "not valid YAML at line"), ("", "empty"), ("- 1\n", "not a Kubernetes object"),
+     ("apiVersion: v1\nkind: Pod\n", "no metadata.name"), (b"\xff\xfe", "not UTF-8"),
+     ("x: " + "y" * (MAX_MANIFEST_BYTES + 1), "pre-flight reads at most 1 MiB"),
+     ("!!python/object/apply:os.system ['true']", "not valid YAML")],
+)  # fmt: skip
+def test_bad_manifests_are_clear_errors(text, words) -> None:
+    with pytest.raises(ManifestError, match=None) as err:
+        parse_manifest(text)
+    assert words in str(err.value)
+
+
+def test_multi_document_yaml_is_read_in_order() -> None:
+    objects = parse_manifest(yaml.safe_dump_all(sample()))
+    assert [o["kind"] for o in objects] == ["PersistentVolumeClaim", "Deployment"]

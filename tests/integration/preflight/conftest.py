@@ -36,3 +36,10 @@ def plain_http(settings, oci_registry):
     """Pre-flight reads the loopback registry over plain HTTP (as the platform would configure)."""
     settings.PREFLIGHT_PLAIN_HTTP_REGISTRIES = ["127.0.0.1"]
     return settings
+
+
+@pytest.fixture
+def no_cluster(settings, tmp_path):
+    """Integration tier: no control plane; the cluster checks must say 'not checked'."""
+    settings.CONTROLLER_KUBECONFIG = str(tmp_path / "missing-kubeconfig")
+    return settings

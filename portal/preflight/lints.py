@@ -187,6 +187,11 @@ def lint_volume(facts: Facts, pod: PodTemplate) -> list[Verdict]:
     }
     for c in containers(pod):
         path = next((p for n in model_env if (p := _env(c, n))), None)
+        image = str(c.get("image", ""))
+        if path is None:
+            # where the servers keep models when nothing says otherwise
+            defaults = {"ollama": "/root/.ollama/models", "vllm": "/root/.cache/huggingface"}
+            path = next((d for name, d in defaults.items() if name in image), None)
         if path is None:
             continue
         mounts = [m for m in c.get("volumeMounts") or [] if isinstance(m, dict)]

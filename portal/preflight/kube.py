@@ -2,8 +2,8 @@
 
 The portal never imports the controller, so this holds its own small client: the kubeconfig the
 controller uses (settings.CONTROLLER_KUBECONFIG, else in-cluster, else the local devcluster).
-`tenant_identity()` is the one place that decides who a dry run acts as: today the tenant group
-the namespace's RoleBinding names, impersonated; per-user credentials (#11) can replace it here.
+`tenant_identity()` is the one place that decides who a dry run acts as: the user's own
+ServiceAccount in the project (per-user credentials, #11), impersonated by the portal.
 """
 
 from __future__ import annotations
@@ -17,6 +17,9 @@ from typing import Any
 from django.conf import settings
 from kubernetes import client, config
 
+from portal.access.services import generation_of
+from portal.tenants.naming import account_name
+
 TIMEOUT = (3, 15)
 
 
@@ -26,15 +29,18 @@ class ClusterUnavailableError(Exception):
 
 @dataclass(frozen=True)
 class Identity:
+    """Who a request is made as: a user name, and groups only when they are not implied."""
+
     user: str
-    group: str
+    group: str = ""
 
 
 def tenant_identity(user: Any, namespace: str) -> Identity:
-    """Who a dry run acts as: the portal user, in the group the project's RoleBinding binds."""
-    return Identity(
-        user=f"tranche.dev:user:{user.username}", group=f"tranche.dev:tenant:{namespace}"
-    )
+    """The user's own ServiceAccount in the project (#11's `u-<name>-<id>-<generation>`), so a
+    dry run gets exactly that person's rights: a viewer's create is refused as on their kubectl.
+    Impersonating a ServiceAccount name, the API server adds its service-account groups."""
+    name = account_name(user.username, user.pk, generation_of(user))
+    return Identity(user=f"system:serviceaccount:{namespace}:{name}")
 
 
 def api_client() -> client.ApiClient:
@@ -71,7 +77,8 @@ def request(
     headers = {"Accept": "application/json", "Content-Type": content_type}
     if identity is not None:
         headers["Impersonate-User"] = identity.user
-        headers["Impersonate-Group"] = identity.group
+        if identity.group:
+            headers["Impersonate-Group"] = identity.group
     try:
         method, url, hdrs, body, _ = api.param_serialize(
             method, path, query_params=query or [], header_params=headers, body=body,

@@ -155,3 +155,19 @@ def test_the_sample_is_admitted_and_ram_and_context_lints_show_figures(tenant) -
     assert ctx.figures["slice_mib"] == 8192
     assert ctx.figures["needed_mib"] == 2048 + 14336 + 512
     assert "Lower OLLAMA_CONTEXT_LENGTH to at most 51492" in ctx.fix
+
+
+def test_the_dry_run_acts_as_the_user_so_a_viewer_is_refused(tenant) -> None:
+    from portal.tenants.models import Membership
+    from tests.helpers.factories import add_member
+
+    viewer = add_member(
+        tenant.project.organization, f"v{secrets.token_hex(3)}", Membership.Role.VIEWER
+    )
+    tenant.order("tranche-v100-8g", 1)
+    reconcile_project(tenant.project.pk)
+    report = run_preflight(viewer, tenant.project, sample(tenant), scan_images=False)
+    [deployment] = [v for v in report.verdicts if v.subject == "Deployment/llm"]
+    assert deployment.level == "will_fail"
+    assert deployment.reason.startswith("Refused: Your role may not do this in the project:")
+    assert f"u-{viewer.username}-{viewer.pk}-1" in deployment.reason

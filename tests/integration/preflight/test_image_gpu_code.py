@@ -19,7 +19,7 @@ from portal.catalog.seed import ensure_a100_line, ensure_catalogue
 from portal.preflight.models import ImageScan
 from portal.preflight.registry import RegistryClient
 from portal.preflight.service import run_preflight, scan_image
-from tests.factories import make_tenant
+from tests.helpers.factories import make_tenant
 from tests.integration.preflight.images import CACHE, push_image
 
 pytestmark = pytest.mark.timeout(600)

@@ -1,7 +1,6 @@
 """The pre-flight's reads of the cluster and its dry runs as the tenant, through one client.
 
-The portal never imports the controller, so this holds its own small client: the kubeconfig the
-controller uses (settings.CONTROLLER_KUBECONFIG, else in-cluster, else the local devcluster).
+The client is the portal's cluster identity (`portal.access.cluster.session`, one home for it).
 `tenant_identity()` is the one place that decides who a dry run acts as: the user's own
 ServiceAccount in the project (per-user credentials, #11), impersonated by the portal.
 """
@@ -9,13 +8,10 @@ ServiceAccount in the project (per-user credentials, #11), impersonated by the p
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from django.conf import settings
-from kubernetes import client, config
+from kubernetes import client
 
 from portal.access.services import generation_of
 from portal.tenants.naming import account_name
@@ -41,19 +37,6 @@ def tenant_identity(user: Any, namespace: str) -> Identity:
     Impersonating a ServiceAccount name, the API server adds its service-account groups."""
     name = account_name(user.username, user.pk, generation_of(user))
     return Identity(user=f"system:serviceaccount:{namespace}:{name}")
-
-
-def api_client() -> client.ApiClient:
-    path = getattr(settings, "CONTROLLER_KUBECONFIG", "") or os.environ.get("KUBECONFIG", "")
-    if not path and os.environ.get("KUBERNETES_SERVICE_HOST"):
-        config.load_incluster_config()
-        return client.ApiClient()
-    if not path:
-        path = str(Path(settings.BASE_DIR) / ".state" / "cluster" / "kubeconfig")
-    try:
-        return config.new_client_from_config(config_file=path.split(os.pathsep)[0])
-    except (OSError, config.ConfigException) as exc:
-        raise ClusterUnavailableError(f"no cluster configuration ({exc})") from exc
 
 
 @dataclass(frozen=True)

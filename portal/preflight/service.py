@@ -14,6 +14,7 @@ from typing import Any
 
 from django.conf import settings
 
+from portal.access import cluster
 from portal.catalog.models import Product
 from portal.preflight import checks, gather, kube, registry
 from portal.preflight.facts import Facts, ImageFacts, ProductFacts
@@ -103,6 +104,21 @@ def scan_image(image: str) -> ImageFacts:
     return found
 
 
+def _cluster_facts(user: Any, project: Project, objects: list, products: dict) -> Facts:
+    """Quota, capacity, volumes and a dry run of every object, as the user."""
+    with cluster.session() as api:
+        identity = kube.tenant_identity(user, project.namespace)
+        return Facts(
+            objects=objects,
+            namespace=project.namespace,
+            products=products,
+            quota=gather.quota_facts(api, project.namespace),
+            capacity=gather.capacity_facts(api, products),
+            admission=tuple(gather.dry_run(api, project.namespace, o, identity) for o in objects),
+            volume_claims=gather.volume_claims(api, project.namespace),
+        )
+
+
 def run_preflight(
     user: Any, project: Project, text: str | bytes, scan_images: bool = True
 ) -> Report:
@@ -117,23 +133,13 @@ def run_preflight(
     facts = Facts(objects=objects, namespace=project.namespace, products=products)
     extra: list[Verdict] = []
     try:
-        api = kube.api_client()
-        identity = kube.tenant_identity(user, project.namespace)
-        facts = Facts(
-            objects=objects,
-            namespace=project.namespace,
-            products=products,
-            quota=gather.quota_facts(api, project.namespace),
-            capacity=gather.capacity_facts(api, products),
-            admission=tuple(gather.dry_run(api, project.namespace, o, identity) for o in objects),
-            volume_claims=gather.volume_claims(api, project.namespace),
-        )
-    except kube.ClusterUnavailableError as exc:
+        facts = _cluster_facts(user, project, objects, products)
+    except (kube.ClusterUnavailableError, cluster.ClusterUnavailableError) as exc:
         extra.append(
             warning(
                 "cluster", project.namespace,
                 f"Admission, quota and capacity were not checked: {exc}.",
-                "Try again in a minute; the platform team is alerted when the cluster is down.",
+                "Try again in a minute; if it persists, tell your platform team.",
             )
         )  # fmt: skip
     if scan_images:

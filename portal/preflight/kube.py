@@ -8,6 +8,7 @@ ServiceAccount in the project (per-user credentials, #11), impersonated by the p
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +18,9 @@ from portal.access.services import generation_of
 from portal.tenants.naming import account_name
 
 TIMEOUT = (3, 15)
+# RFC 7234 warning values, `299 - "text"` with \" escapes; several are joined by ", ".
+_WARNING = re.compile(r'\d{3} \S+ "((?:[^"\\]|\\.)*)"')
+_UNESCAPE = re.compile(r"\\(.)")
 
 
 class ClusterUnavailableError(Exception):
@@ -78,8 +82,7 @@ def request(
     except ValueError:
         parsed = {"message": raw[:500].decode(errors="replace")}
     warnings = tuple(
-        w.split('"', 1)[-1].rstrip('"')
-        for w in (resp.getheaders() or {}).get("Warning", "").split(", 299")
-        if w
+        _UNESCAPE.sub(r"\1", text)
+        for text in _WARNING.findall((resp.getheaders() or {}).get("Warning", ""))
     )
     return Response(resp.status, parsed if isinstance(parsed, dict) else {}, warnings)

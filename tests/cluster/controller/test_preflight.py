@@ -171,3 +171,18 @@ def test_the_dry_run_acts_as_the_user_so_a_viewer_is_refused(tenant) -> None:
     assert deployment.level == "will_fail"
     assert deployment.reason.startswith("Refused: Your role may not do this in the project:")
     assert f"u-{viewer.username}-{viewer.pk}-1" in deployment.reason
+
+
+def test_pod_security_warnings_come_back_in_the_verdict(tenant) -> None:
+    tenant.order("tranche-v100-8g", 1)
+    reconcile_project(tenant.project.pk)
+    loose = yaml.safe_load_all(sample(tenant))
+    volume, deployment = list(loose)
+    pod = deployment["spec"]["template"]["spec"]
+    del pod["securityContext"]
+    del pod["containers"][0]["securityContext"]
+    [admitted] = [v for v in verdicts(tenant, yaml.safe_dump_all([volume, deployment]), "admission")
+                  if v.subject == "Deployment/llm"]  # fmt: skip
+    assert admitted.level == "warning"
+    assert 'would violate PodSecurity "restricted:latest"' in admitted.reason
+    assert not admitted.reason.endswith('"')

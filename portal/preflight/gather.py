@@ -14,7 +14,7 @@ from decimal import Decimal
 from typing import Any
 
 from portal.preflight.facts import AdmissionResult, CapacityFacts, ProductFacts, QuotaFacts
-from portal.preflight.kube import Identity, request
+from portal.preflight.kube import ClusterUnavailableError, Identity, Response, request
 from portal.preflight.manifest import ManifestError, describe, parse_quantity
 
 DRIVER = "gpu.tranche.dev"
@@ -73,17 +73,32 @@ def dry_run(api: Any, namespace: str, obj: dict[str, Any], identity: Identity) -
     )  # fmt: skip
 
 
-def quota_facts(api: Any, namespace: str) -> QuotaFacts | None:
-    resp = request(api, "GET", f"/api/v1/namespaces/{namespace}/resourcequotas/{QUOTA_NAME}")
-    if resp.status != 200:
+def _read(api: Any, path: str, what: str, missing_ok: bool = False) -> dict[str, Any] | None:
+    """A read the checks depend on: a refusal must not pass for "nothing there"."""
+    resp = request(api, "GET", path)
+    if resp.status == 404 and missing_ok:
         return None
+    if resp.status != 200:
+        raise ClusterUnavailableError(
+            f"the portal could not read {what} (HTTP {resp.status}: {resp.body.get('reason', '')})"
+        )
+    return resp.body
+
+
+def quota_facts(api: Any, namespace: str) -> QuotaFacts | None:
+    path = f"/api/v1/namespaces/{namespace}/resourcequotas/{QUOTA_NAME}"
+    body = _read(api, path, "the project's quota", missing_ok=True)
+    if body is None:
+        return None
+    resp = Response(200, body, ())
     status = resp.body.get("status") or {}
     hard = status.get("hard") or (resp.body.get("spec") or {}).get("hard") or {}
     return QuotaFacts(QUOTA_NAME, dict(hard), dict(status.get("used") or {}))
 
 
 def volume_claims(api: Any, namespace: str) -> dict[str, str]:
-    resp = request(api, "GET", f"/api/v1/namespaces/{namespace}/persistentvolumeclaims")
+    path = f"/api/v1/namespaces/{namespace}/persistentvolumeclaims"
+    resp = Response(200, _read(api, path, "the project's volume claims") or {}, ())
     return {
         item["metadata"]["name"]: (item.get("status") or {}).get("phase", "")
         for item in resp.body.get("items", [])
@@ -99,8 +114,13 @@ def _quantity(value: Any) -> Decimal:
 
 def capacity_facts(api: Any, products: dict[str, ProductFacts]) -> CapacityFacts:
     """Free slices per product: each shareable GPU of its model, minus what claims consume."""
-    slices = request(api, "GET", "/apis/resource.k8s.io/v1/resourceslices").body.get("items", [])
-    claims = request(api, "GET", "/apis/resource.k8s.io/v1/resourceclaims").body.get("items", [])
+    base = "/apis/resource.k8s.io/v1"
+    slices = (_read(api, f"{base}/resourceslices", "the GPUs' ResourceSlices") or {}).get(
+        "items", []
+    )
+    claims = (_read(api, f"{base}/resourceclaims", "allocated ResourceClaims") or {}).get(
+        "items", []
+    )
     used: dict[tuple[str, str], dict[str, Decimal]] = defaultdict(
         lambda: {"memory": Decimal(0), "cores": Decimal(0)}
     )

@@ -167,6 +167,8 @@ PREFLIGHT_PULL_SECRET = env_str("TRANCHE_PREFLIGHT_PULL_SECRET", "")
 PREFLIGHT_PLAIN_HTTP_REGISTRIES = env_list("TRANCHE_PREFLIGHT_PLAIN_HTTP_REGISTRIES", [])
 PREFLIGHT_IMAGE_MAX_BYTES = env_int("TRANCHE_PREFLIGHT_IMAGE_MAX_BYTES", 4 * 1024**3, minimum=1)
 PREFLIGHT_REGISTRY_TIMEOUT_SECONDS = env_int("TRANCHE_PREFLIGHT_REGISTRY_TIMEOUT", 10, minimum=1)
+# Off where images must not be fetched (tests of other checks on a networked CI machine).
+PREFLIGHT_SCAN_IMAGES = env_bool("TRANCHE_PREFLIGHT_SCAN_IMAGES", True)
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

@@ -142,7 +142,7 @@ def run_preflight(
                 "Try again in a minute; if it persists, tell your platform team.",
             )
         )  # fmt: skip
-    if scan_images:
+    if scan_images and settings.PREFLIGHT_SCAN_IMAGES:
         images = {image: scan_image(image) for image, _ in checks.image_product_pairs(facts)}
         facts = Facts(**{**facts.__dict__, "images": images})
     return Report(extra + checks.run_checks(facts))

@@ -30,8 +30,7 @@ spec:
 
 def test_paste_a_manifest_and_see_the_verdicts(new_page, transactional_db, settings, tmp_path):
     settings.CONTROLLER_KUBECONFIG = str(tmp_path / "no-cluster")  # the browser tier has none
-    settings.PREFLIGHT_REGISTRY_TIMEOUT_SECONDS = 1
-    settings.PREFLIGHT_PULL_SECRET = ""
+    settings.PREFLIGHT_SCAN_IMAGES = False  # never pull public images from a test
     ensure_catalogue()
     page = new_page()
     _sign_up(page, "paula", "Paste Labs")
@@ -59,7 +58,7 @@ def test_check_before_you_apply_runs_the_generated_manifest(
     new_page, transactional_db, settings, tmp_path
 ):
     settings.CONTROLLER_KUBECONFIG = str(tmp_path / "no-cluster")
-    settings.PREFLIGHT_REGISTRY_TIMEOUT_SECONDS = 1
+    settings.PREFLIGHT_SCAN_IMAGES = False
     products = {p.device_class: p for p in ensure_catalogue()}
     page = new_page()
     _sign_up(page, "bruno", "Button Labs")

@@ -43,3 +43,10 @@ def no_cluster(settings, tmp_path):
     """Integration tier: no control plane; the cluster checks must say 'not checked'."""
     settings.CONTROLLER_KUBECONFIG = str(tmp_path / "missing-kubeconfig")
     return settings
+
+
+@pytest.fixture
+def no_image_reads(settings):
+    """Tests of other checks never fetch public images (a networked machine would pull GBs)."""
+    settings.PREFLIGHT_SCAN_IMAGES = False
+    return settings

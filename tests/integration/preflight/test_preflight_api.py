@@ -10,7 +10,7 @@ from portal.catalog.manifests import ProjectRef, WorkloadSpec, render_sample_dep
 from portal.preflight.models import ApiToken
 from portal.preflight.tokens import create_token
 
-pytestmark = pytest.mark.usefixtures("no_cluster")
+pytestmark = pytest.mark.usefixtures("no_cluster", "no_image_reads")
 
 
 def sample_yaml(world, **workload) -> str:
@@ -122,3 +122,13 @@ def test_account_page_creates_a_token_shown_once(world, client) -> None:
     again = client.get(reverse("api_tokens"))
     assert secret not in again.content.decode()
     assert ApiToken.objects.get(user=world.member).prefix == secret[:12]
+
+
+def test_the_api_and_the_page_give_the_same_verdicts(world, client) -> None:
+    text = sample_yaml(world, image="ollama/ollama", ram_limit="512Mi")
+    _token, secret = create_token(world.member, "ci")
+    from_api = api(client, world.project_a, text, secret).json()
+    client.force_login(world.member)
+    page = client.post(reverse("preflight", args=[world.project_a.pk]), {"manifest": text})
+    assert page.context["report"].as_json() == from_api
+    assert {v["check"] for v in from_api["verdicts"]} >= {"cluster", "image_tag", "model_volume"}

@@ -95,6 +95,21 @@ def _local_secret(name: str) -> str:
     return path.read_text().strip() if path.is_file() else ""
 
 
+# Database connections: one psycopg pool per process (threads of a process share it), so a
+# process never holds more than DB_POOL_MAX_SIZE connections and PostgreSQL never more than
+#
+#   total = portal_processes * portal_size
+#         + worker_processes * (concurrency + 1) * worker_size   (prefork: a pool per child)
+#         + beat_size + watcher_size + bench_size
+#         + a few for manage.py commands
+#
+# Each process reads its size from TRANCHE_DB_POOL_MAX_SIZE; `deploy.local` (make run) sets it per
+# role (deploy/local/platform.py: POOL_SIZES, 20 + 3*2 + 2 + 2 = 30 with the defaults) and the
+# chart per Deployment. Keep `total` below PostgreSQL's max_connections (100 by default) minus
+# its reserved slots; a request that finds the pool busy waits up to TRANCHE_DB_POOL_TIMEOUT.
+DB_POOL_MAX_SIZE = env_int("TRANCHE_DB_POOL_MAX_SIZE", 10, minimum=1)
+DB_POOL_MIN_SIZE = min(env_int("TRANCHE_DB_POOL_MIN_SIZE", 1, minimum=0), DB_POOL_MAX_SIZE)
+
 # PostgreSQL is the truth. `make run`/`make test` start a project-owned instance on loopback and
 # export these; point them at an existing server to use that instead.
 DATABASES = {
@@ -105,8 +120,19 @@ DATABASES = {
         "PASSWORD": env_secret("TRANCHE_DB_PASSWORD", _local_secret("db-password")),
         "HOST": env_str("TRANCHE_DB_HOST", "127.0.0.1"),
         "PORT": env_int("TRANCHE_DB_PORT", 15432, minimum=1),
-        "CONN_MAX_AGE": env_int("TRANCHE_DB_CONN_MAX_AGE", 60, minimum=0),
-        "OPTIONS": {"connect_timeout": env_int("TRANCHE_DB_CONNECT_TIMEOUT", 5, minimum=1)},
+        # The pool owns connection reuse; Django requires CONN_MAX_AGE 0 with it.
+        "CONN_MAX_AGE": 0,
+        "OPTIONS": {
+            "connect_timeout": env_int("TRANCHE_DB_CONNECT_TIMEOUT", 5, minimum=1),
+            "pool": {
+                "min_size": DB_POOL_MIN_SIZE,
+                "max_size": DB_POOL_MAX_SIZE,
+                # A request waits this long for a free connection before it fails (503 page).
+                "timeout": env_int("TRANCHE_DB_POOL_TIMEOUT", 30, minimum=1),
+                # Connections idle this long are closed, down to min_size.
+                "max_idle": env_int("TRANCHE_DB_POOL_MAX_IDLE", 60, minimum=10),
+            },
+        },
     }
 }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -136,10 +162,12 @@ CELERY_TASK_ALWAYS_EAGER = False
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
 CELERY_TASK_DEFAULT_QUEUE = env_str("TRANCHE_CELERY_QUEUE", "tranche")
+# Worker, beat and watcher prove they are alive this often; /readyz calls one stale after 3 periods.
+TRANCHE_HEARTBEAT_SECONDS = env_int("TRANCHE_HEARTBEAT_SECONDS", 30, minimum=1)
 CELERY_BEAT_SCHEDULE = {
     "worker-heartbeat": {
         "task": "portal.core.record_heartbeat",
-        "schedule": env_int("TRANCHE_HEARTBEAT_SECONDS", 30, minimum=1),
+        "schedule": TRANCHE_HEARTBEAT_SECONDS,
     },
     "controller-resync": {
         "task": "controller.resync_all",

@@ -20,8 +20,9 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
 @admin.register(WorkerHeartbeat)
 class WorkerHeartbeatAdmin(admin.ModelAdmin):
-    list_display = ("worker", "seen_at", "beats")
-    readonly_fields = ("worker", "seen_at", "beats")
+    list_display = ("worker", "role", "seen_at", "beats")
+    list_filter = ("role",)
+    readonly_fields = ("worker", "role", "seen_at", "beats")
 
     def has_add_permission(self, request) -> bool:
         return False

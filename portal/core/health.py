@@ -7,6 +7,8 @@ from django.conf import settings
 from django.db import connection
 from django.db.utils import DatabaseError
 
+from portal.core import heartbeats
+
 
 def check_database() -> tuple[bool, str]:
     try:
@@ -18,6 +20,15 @@ def check_database() -> tuple[bool, str]:
         first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         return False, f"PostgreSQL unreachable: {first_line}"
     return True, "PostgreSQL ok"
+
+
+def check_processes() -> tuple[bool, str]:
+    """Heartbeats of worker, beat and watcher (and silent node agents, informational)."""
+    try:
+        return heartbeats.check_processes()
+    except DatabaseError as exc:
+        connection.close()
+        return False, f"heartbeats unreadable: {exc}"
 
 
 def check_redis() -> tuple[bool, str]:

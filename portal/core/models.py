@@ -6,9 +6,19 @@ from django.db import models
 
 
 class WorkerHeartbeat(models.Model):
-    """The last time a Celery worker proved it can take a task off Redis and write to PostgreSQL."""
+    """The last sign of life of one long-running process (`worker`: its name, e.g. worker@host).
+
+    role "worker": a Celery worker took beat's heartbeat task off Redis and wrote here; "beat":
+    Celery beat's own loop; "watcher": the watcher's flusher wrote (so it reaches PostgreSQL).
+    `/readyz` and the admin read these (`portal.core.heartbeats`)."""
+
+    class Role(models.TextChoices):
+        WORKER = "worker"
+        BEAT = "beat"
+        WATCHER = "watcher"
 
     worker = models.CharField(max_length=200, unique=True)
+    role = models.CharField(max_length=20, choices=Role.choices, default=Role.WORKER)
     seen_at = models.DateTimeField()
     beats = models.PositiveBigIntegerField(default=0)
 

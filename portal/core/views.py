@@ -6,7 +6,7 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
-from portal.core.health import check_database, check_redis
+from portal.core.health import check_database, check_processes, check_redis
 
 
 @require_GET
@@ -19,8 +19,11 @@ def healthz(request: HttpRequest) -> JsonResponse:
 @require_GET
 @never_cache
 def readyz(request: HttpRequest) -> JsonResponse:
-    """200 when PostgreSQL and Redis answer, else 503 with a message naming what is down."""
+    """200 when PostgreSQL and Redis answer and no worker/beat/watcher heartbeat is stale, else
+    503 with a message naming what is down or stale."""
     checks = {"database": check_database(), "redis": check_redis()}
+    if checks["database"][0]:
+        checks["processes"] = check_processes()
     ready = all(ok for ok, _ in checks.values())
     body = {
         "status": "ready" if ready else "not ready",

@@ -1,0 +1,26 @@
+"""The watcher: stream ResourceClaims, Pods and Events of every namespace into portal state.
+
+Three layers, each its own module: `stream` (list/watch/resume per resource, talks to the API),
+`state` (pure folding of events into claims/pods/warnings per namespace; unit-tested without a
+cluster), `writer` (the only module that writes: usage of tenant namespaces through portal
+services), tied together by `watcher` (threads, backoff with jitter) and run by `__main__`
+(`python -m controller.watch`; restartable: it relists on start).
+
+`Watcher` is loaded lazily: importing the pure state does not need Django set up.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from controller.watch.state import ClassUsage, ClusterState
+
+__all__ = ["ClassUsage", "ClusterState", "Watcher"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Watcher":
+        from controller.watch.watcher import Watcher
+
+        return Watcher
+    raise AttributeError(name)

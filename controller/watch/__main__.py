@@ -1,0 +1,40 @@
+"""Entry point of `python -m controller.watch`: set Django up, run the watcher until a signal.
+
+The process exits only on SIGTERM/SIGINT; every transient error is retried inside the threads.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+
+import django
+
+
+def main() -> None:
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    django.setup()
+    from controller.apply import kube_api_client
+    from controller.watch.stream import RESOURCES
+    from controller.watch.watcher import Watcher
+
+    done = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: done.set())
+    watcher = Watcher(kube_api_client())
+    logging.getLogger("controller.watch").info("watching %s", ", ".join(RESOURCES))
+    watcher.start()
+    try:
+        done.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        watcher.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,86 @@
+"""The watcher's only writer: folds `ClusterState` into portal state through portal services.
+
+Per tenant namespace changed since the last flush, the claims allocated/pending and the pending
+reason of each DeviceClass go to `portal.orders.lifecycle.record_slice_usage` (the quota page
+reads them; it writes only on change). That is all the watcher stores: pod phases have no reader
+yet, so they are not written anywhere. A flush that fails (PostgreSQL restarting) gives its
+namespaces back to the state, so what changed during the outage is written once it is over.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import time
+
+from django.db import connections
+
+from controller.watch.state import ClusterState
+from portal.core import heartbeats
+from portal.orders import lifecycle
+from portal.orders.models import ProjectUsage
+from portal.tenants.models import Project
+
+log = logging.getLogger("controller.watch")
+PROJECT_REFRESH_SECONDS = 10.0
+
+
+class UsageWriter:
+    """Writes usage of changed tenant namespaces; knows which namespaces are projects."""
+
+    def __init__(self, state: ClusterState) -> None:
+        self.state = state
+        self._projects: dict[str, int] = {}
+        self._projects_at = float("-inf")
+        self.process_name = f"watcher@{socket.gethostname()}"
+
+    def projects(self) -> dict[str, int]:
+        """namespace -> project id, re-read every PROJECT_REFRESH_SECONDS."""
+        if time.monotonic() - self._projects_at > PROJECT_REFRESH_SECONDS:
+            self._projects = dict(Project.objects.values_list("namespace", "pk"))
+            self._projects_at = time.monotonic()
+        return self._projects
+
+    def flush(self) -> int:
+        """Write usage of changed tenant namespaces; returns how many were written.
+
+        On a database error the namespaces not yet written are marked dirty again, the broken
+        connection is dropped (the next flush opens a fresh one) and the error propagates."""
+        dirty = self.state.take_dirty()
+        left = set(dirty)
+        try:
+            projects = self.projects()
+            written = 0
+            for ns in dirty:
+                pid = projects.get(ns)
+                if pid is not None:
+                    self._write_namespace(pid, ns)
+                    written += 1
+                left.discard(ns)
+            heartbeats.beat(heartbeats.WATCHER, self.process_name)
+            return written
+        except Exception:
+            self.state.mark_dirty(left)
+            connections.close_all()
+            raise
+
+    def _write_namespace(self, project_id: int, ns: str) -> None:
+        usage = self.state.usage(ns)
+        known = ProjectUsage.objects.filter(project_id=project_id).values_list(
+            "product__device_class", flat=True
+        )
+        for cls in set(usage) | set(known):
+            allocated, pending, reason = usage.get(cls, (0, 0, ""))
+            try:
+                lifecycle.record_slice_usage(
+                    project_id=project_id,
+                    device_class=cls,
+                    allocated=allocated,
+                    pending=pending,
+                    pending_reason=reason,
+                )
+            except ValueError:
+                log.debug("ignoring claims of unknown class %s in %s", cls, ns)
+
+    def close(self) -> None:
+        connections.close_all()  # this thread's connection; Django never closes it otherwise

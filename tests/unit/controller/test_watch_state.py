@@ -1,0 +1,97 @@
+"""The watcher's pure folding (`controller.watch.state`), without a cluster or a database."""
+
+from __future__ import annotations
+
+from controller.watch.state import ClassUsage, ClusterState, pod_summary
+
+
+def _claim(ns: str, name: str, cls: str, allocated: bool = False) -> dict:
+    claim = {
+        "metadata": {"namespace": ns, "name": name},
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": cls}}]}},
+    }
+    if allocated:
+        claim["status"] = {"allocation": {"devices": {}}}
+    return claim
+
+
+def test_modified_claim_moves_from_pending_to_allocated() -> None:
+    state = ClusterState()
+    state.apply("claims", "ADDED", _claim("n", "c", "k"))
+    assert state.usage("n") == {"k": ClassUsage(0, 1, "")}
+    state.apply("claims", "MODIFIED", _claim("n", "c", "k", allocated=True))
+    assert state.usage("n") == {"k": ClassUsage(1, 0, "")}
+
+
+def test_namespaces_are_kept_apart_and_marked_dirty() -> None:
+    state = ClusterState()
+    state.apply("claims", "ADDED", _claim("a", "c", "k", allocated=True))
+    state.apply("claims", "ADDED", _claim("b", "c", "k"))
+    assert state.usage("a") == {"k": (1, 0, "")}
+    assert state.usage("b") == {"k": (0, 1, "")}
+    assert state.take_dirty() == {"a", "b"}
+    assert state.take_dirty() == set()
+
+
+def test_dirty_marks_given_back_survive_a_failed_write() -> None:
+    """What the writer could not store (database down) is written by the next flush."""
+    state = ClusterState()
+    state.apply("claims", "ADDED", _claim("a", "c", "k"))
+    taken = state.take_dirty()
+    state.apply("claims", "ADDED", _claim("b", "c", "k"))
+    state.mark_dirty(taken)
+    assert state.take_dirty() == {"a", "b"}
+
+
+def test_relist_forgets_objects_deleted_while_not_watching() -> None:
+    state = ClusterState()
+    state.apply("claims", "ADDED", _claim("gone", "c", "k", allocated=True))
+    state.take_dirty()
+    state.replace("claims", [_claim("kept", "c", "k", allocated=True)])
+    assert state.usage("gone") == {}
+    assert state.usage("kept") == {"k": (1, 0, "")}
+    assert state.take_dirty() == {"gone", "kept"}  # both must be rewritten
+
+
+def test_warning_event_explains_a_pending_claim() -> None:
+    state = ClusterState()
+    state.apply("claims", "ADDED", _claim("n", "c", "k"))
+    state.apply("events", "ADDED", {"metadata": {"namespace": "n"}, "type": "Normal",
+                                   "message": "k scheduled"})  # fmt: skip
+    assert state.usage("n")["k"].pending_reason == ""
+    state.apply("events", "ADDED", {"metadata": {"namespace": "n"}, "type": "Warning",
+                                   "message": "cannot allocate k: no capacity"})  # fmt: skip
+    assert state.usage("n")["k"].pending_reason == "cannot allocate k: no capacity"
+
+
+def test_pod_summary_waits_only_for_claims_not_yet_made() -> None:
+    pod = {
+        "spec": {
+            "resourceClaims": [
+                {"name": "a", "resourceClaimTemplateName": "k"},
+                {"name": "b", "resourceClaimTemplateName": "k2"},
+            ]
+        },
+        "status": {
+            "phase": "Pending",
+            "resourceClaimStatuses": [{"name": "a", "resourceClaimName": "pod-a-x"}],
+            "containerStatuses": [
+                {"state": {"waiting": {"reason": "ContainerCreating", "message": ""}}}
+            ],
+        },
+    }
+    summary = pod_summary(pod)
+    assert summary["classes"] == ["k", "k2"]
+    assert summary["unclaimed_templates"] == ["k2"]
+    assert summary["reason"] == "ContainerCreating"
+
+
+def test_a_running_pod_adds_no_pending_slices() -> None:
+    state = ClusterState()
+    pod = {
+        "metadata": {"namespace": "n", "name": "p"},
+        "spec": {"resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "k"}]},
+        "status": {"phase": "Running"},
+    }
+    state.apply("pods", "ADDED", pod)
+    assert state.usage("n") == {}

@@ -32,8 +32,10 @@ class ResyncOnConnect(bootsteps.StartStopStep):
     requires = {"celery.worker.consumer.tasks:Tasks"}
 
     def start(self, consumer) -> None:
-        consumer.app.send_task("controller.resync_all")
-        log.info("broker connected: sent controller.resync_all to catch up on missed orders")
+        # To a queue this worker consumes, so a test worker never feeds another's queue.
+        queue = next(iter(q.name for q in consumer.task_consumer.queues), None)
+        consumer.app.send_task("controller.resync_all", queue=queue)
+        log.info("broker connected: sent controller.resync_all to %s to catch up", queue)
 
 
 app.steps["consumer"].add(ResyncOnConnect)

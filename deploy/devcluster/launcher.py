@@ -15,7 +15,6 @@ import contextlib
 import fcntl
 import os
 import shutil
-import signal
 import ssl
 import subprocess
 import time
@@ -24,6 +23,7 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
+from deploy import supervisor
 from deploy.devcluster.build import ensure_built
 from deploy.devcluster.components import (
     SERVICE_IP,
@@ -55,27 +55,6 @@ def _pid_file(settings: Settings, name: str) -> Path:
     return settings.run_dir / f"{name}.pid"
 
 
-def _is_ours(pid: int, component: Component) -> bool:
-    """True if `pid` is alive (not a zombie) and runs the binary we started."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except OSError:
-        return False
-    if stat.rsplit(")", 1)[-1].split()[0] == "Z":
-        _reap(pid)
-        return False
-    return bool(cmdline) and cmdline[0].decode(errors="replace") == component.argv[0]
-
-
-def _reap(pid: int) -> None:
-    # Collect our own exited children so they do not linger as zombies; a pid
-    # that is not our child (started by an earlier CLI call) raises and is
-    # reaped by init instead.
-    with contextlib.suppress(ChildProcessError):
-        os.waitpid(pid, os.WNOHANG)
-
-
 def running_pid(settings: Settings, component: Component) -> int | None:
     """The pid of `component` if this launcher started it and it still runs."""
     path = _pid_file(settings, component.name)
@@ -83,7 +62,7 @@ def running_pid(settings: Settings, component: Component) -> int | None:
         pid = int(path.read_text().strip())
     except (OSError, ValueError):
         return None
-    return pid if _is_ours(pid, component) else None
+    return pid if supervisor.is_ours(pid, component.argv[0]) else None
 
 
 def _ssl_context(settings: Settings, probe: Probe) -> ssl.SSLContext:
@@ -118,20 +97,11 @@ def _log_tail(path: Path, lines: int = 15) -> str:
 
 
 def _start(settings: Settings, component: Component) -> subprocess.Popen[bytes]:
-    log = settings.log_path(component.name)
-    with log.open("ab") as out:
-        out.write(f"\n=== start {time.strftime('%F %T')}: {' '.join(component.argv)}\n".encode())
-        out.flush()
-        proc = subprocess.Popen(
-            component.argv,
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, **component.env},
-            # Own session: Ctrl-C in the caller's terminal does not reach the
-            # cluster, and the processes outlive `python -m deploy.devcluster up`.
-            start_new_session=True,
-        )
+    # Own session (deploy.supervisor.spawn): Ctrl-C in the caller's terminal does not reach
+    # the cluster, and the processes outlive `python -m deploy.devcluster up`.
+    proc = supervisor.spawn(
+        component.argv, settings.log_path(component.name), {**os.environ, **component.env}
+    )
     _pid_file(settings, component.name).write_text(f"{proc.pid}\n")
     return proc
 
@@ -235,15 +205,7 @@ def _stop(settings: Settings, component: Component, quiet: bool) -> None:
     pid = running_pid(settings, component)
     pid_file = _pid_file(settings, component.name)
     if pid is not None:
-        os.kill(pid, signal.SIGTERM)
-        deadline = time.monotonic() + STOP_GRACE_SECONDS
-        while time.monotonic() < deadline and _is_ours(pid, component):
-            time.sleep(0.1)
-        if _is_ours(pid, component):
-            os.kill(pid, signal.SIGKILL)
-            while _is_ours(pid, component):
-                time.sleep(0.05)
-        _reap(pid)
+        supervisor.stop_pid(pid, component.argv[0], STOP_GRACE_SECONDS)
         if not quiet:
             print(f"[down] stopped {component.name} (pid {pid})", flush=True)
     pid_file.unlink(missing_ok=True)

@@ -1,10 +1,11 @@
 """Demo node agents for `make run`: 2 kwok nodes x 4 simulated V100, one agent each.
 
-`start(state, env, port)` needs the local control plane up (`python -m deploy.devcluster up`);
+`commands(state, env, port)` needs the local control plane up (`python -m deploy.devcluster up`);
 it creates the kwok nodes (idempotent), rotates each node's portal token into
-`.state/agents/<node>.token` (mode 0600) through `manage.py create_node_token`, and starts
-`python -m nodeagent run --simulate` per node as a detached process (log
-`.state/logs/agent-<node>.log`, metrics on 127.0.0.1:9400+i). Already running agents are kept.
+`.state/agents/<node>.token` (mode 0600) through `manage.py create_node_token`, and returns the
+`python -m nodeagent run --simulate` command per node (log `.state/logs/agent-<node>.log`,
+metrics on 127.0.0.1:9400+i); `make run` hands them to the supervisor, `start` runs them
+detached. Already running agents are kept.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from deploy.local import procs
+from deploy import supervisor
 
 REPO = Path(__file__).resolve().parents[2]
 # The core as `make -C nodeagent/native` builds it (simgpu beside it); an install passes its own.
@@ -51,17 +52,18 @@ def argv(
     ]  # fmt: skip
 
 
-def start(
+def commands(
     state: Path,
     env: dict[str, str],
     port: int,
     prefix: str = PREFIX,
     metrics_base: int = METRICS_BASE_PORT,
-) -> list[str]:
-    """Start the demo agents; returns one line per agent for the console.
-
-    Another `prefix` (nodes `<prefix>-0`, `<prefix>-1`) and `metrics_base` (0: no metrics
-    endpoint) let a test start its own set beside a running demo.
+    *,
+    skip: set[str] = frozenset(),
+) -> dict[str, list[str]]:
+    """Process name (`agent-<node>`) -> command line of each demo agent, once its kwok node
+    exists and its portal token is issued; {} when the control plane is down. Agents named in
+    `skip` (already running) keep their token: rotating it would lock them out.
     """
     from kubernetes import config
 
@@ -76,17 +78,18 @@ def start(
     else:
         settings = load_settings()
         if not launcher.is_healthy(settings):
-            return ["node agents: skipped (control plane down; run `make cluster-up` first)"]
+            print("node agents: skipped (control plane down; run `make cluster-up` first)")
+            return {}
         kubeconfig = settings.kubeconfig
     api = config.new_client_from_config(str(kubeconfig))
     try:
         nodes = create_fake_gpu_nodes(api, NODE_COUNT, GPU_MODEL, prefix=prefix)
     finally:
         api.close()
-    lines = []
+    found = {}
     for i, node in enumerate(nodes):
         name = f"agent-{node}"
-        if not procs.read_pid(state / "run" / f"{name}.pid"):
+        if name not in skip:
             res = subprocess.run(
                 [sys.executable, str(REPO / "manage.py"), "create_node_token", node, "--rotate",
                  "--output", str(state / "agents" / f"{node}.token")],
@@ -97,12 +100,35 @@ def start(
                     f"node agent {node}: could not issue its portal token "
                     f"(manage.py create_node_token):\n{res.stderr.strip()}"
                 )
-        command = argv(node, i, state, kubeconfig, port, metrics_base=metrics_base)
-        pid = procs.start_detached(name, command, state, env)
+        found[name] = argv(node, i, state, kubeconfig, port, metrics_base=metrics_base)
+    return found
+
+
+def start(
+    state: Path,
+    env: dict[str, str],
+    port: int,
+    prefix: str = PREFIX,
+    metrics_base: int = METRICS_BASE_PORT,
+) -> list[str]:
+    """Start the demo agents as detached processes (no restarts: `make run` puts them under the
+    supervisor instead); returns one line per agent for the console.
+
+    Another `prefix` (nodes `<prefix>-0`, `<prefix>-1`) and `metrics_base` (0: no metrics
+    endpoint) let a test start its own set beside a running demo.
+    """
+    running = {
+        f"agent-{n}"
+        for n in node_names(prefix)
+        if supervisor.read_pid(state / "run" / f"agent-{n}.pid")
+    }
+    lines = []
+    for name, command in commands(state, env, port, prefix, metrics_base, skip=running).items():
+        pid = supervisor.start_detached(name, command, state, env)
         lines.append(f"{name}: pid {pid}, log {state / 'logs' / (name + '.log')}")
     return lines
 
 
 def stop(state: Path, prefix: str = PREFIX) -> None:
     for node in node_names(prefix):
-        procs.stop_named(f"agent-{node}", state)
+        supervisor.stop_named(f"agent-{node}", state)

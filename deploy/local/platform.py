@@ -1,20 +1,25 @@
 """The local platform behind `make run`: services, database, demo data and long-running processes.
 
-Processes run detached (own session, pid file, log under `.state/logs/`) so `make run` returns once
-the portal answers, and `make stop` ends them all. Already-running processes are left alone, which
-makes a second `make run` take seconds.
+The long-running processes (portal, worker, beat, watcher, demo node agents) run under one
+detached supervisor (`deploy.supervisor`: own session, pid file, logs under `.state/logs/`) that
+restarts any of them within 5 s of a crash, so `make run` returns once the portal answers and
+`make stop` ends them all. A second `make run` only starts what is not running; `make status`
+shows each process's pid and restarts.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import signal
 import subprocess
 import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
 
-from deploy.local import procs, services
+from deploy import supervisor
+from deploy.local import agents, services
 
 REPO = services.REPO
 VENV_BIN = Path(sys.executable).parent
@@ -30,6 +35,27 @@ def _env() -> dict[str, str]:
     env.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
     env["PYTHONPATH"] = str(REPO)
     return env
+
+
+# Database connections each process's pool may hold (TRANCHE_DB_POOL_MAX_SIZE; the formula is in
+# portal/settings.py). Worker: per prefork child and the parent, so 3 x 2 with concurrency 2.
+POOL_SIZES = {"portal": 20, "worker": 2, "beat": 2, "watcher": 2}
+WORKER_CONCURRENCY = 2
+
+
+def pool_total() -> int:
+    """The most PostgreSQL connections the supervised processes can hold together."""
+    return (
+        POOL_SIZES["portal"]
+        + (WORKER_CONCURRENCY + 1) * POOL_SIZES["worker"]
+        + POOL_SIZES["beat"]
+        + POOL_SIZES["watcher"]
+    )
+
+
+def _paths() -> tuple[Path, Path, Path]:
+    run = services.layout().state / "run"
+    return run / "supervisor-spec.json", run / "supervisor-status.json", run / "supervisor.pid"
 
 
 def _port() -> int:
@@ -58,7 +84,7 @@ def processes() -> dict[str, list[str]]:
             "-Q",
             os.environ.get("TRANCHE_CELERY_QUEUE", "tranche"),
             "--concurrency",
-            "2",
+            str(WORKER_CONCURRENCY),
             "-n",
             "worker@%h",
         ],
@@ -128,29 +154,38 @@ def run() -> None:
     print("database migrated")
     print(_manage("seed_demo").strip())
     state = services.layout().state
-    for name, argv in processes().items():
-        pid = procs.start_detached(name, argv, state, _env())
-        print(f"{name}: pid {pid}, log {state / 'logs' / (name + '.log')}")
+    spec_path, status_path, pidfile = _paths()
+    running = supervisor.read_status(status_path) if supervisor.read_pid(pidfile) else {}
+    spec = {
+        name: {"argv": argv, "env": {"TRANCHE_DB_POOL_MAX_SIZE": str(POOL_SIZES[name])}}
+        for name, argv in processes().items()
+    }
+    for name, argv in agents.commands(state, _env(), _port(), skip=set(running)).items():
+        spec[name] = {"argv": argv, "env": {}}
+    spec_path.parent.mkdir(parents=True, exist_ok=True)
+    spec_path.write_text(json.dumps(spec, indent=1))
+    pid = supervisor.read_pid(pidfile)
+    if pid:
+        os.kill(pid, signal.SIGHUP)  # starts what the spec gained; running processes stay
+    else:
+        argv = [sys.executable, "-m", "deploy.supervisor", str(spec_path), str(status_path)]
+        pid = supervisor.start_detached("supervisor", argv, state, _env())
+    print(f"supervisor: pid {pid} (restarts crashed processes), logs in {state / 'logs'}")
     url = f"http://127.0.0.1:{_port()}"
-    if not procs.wait_until(lambda: _portal_healthy(url), 60, 0.25):
+    if not supervisor.wait_until(lambda: _portal_healthy(url), 60, 0.25):
         raise PlatformError(f"the portal did not answer {url}/healthz; see {state}/logs/portal.log")
-    from deploy.local import agents
-
-    for line in agents.start(state, _env(), _port()):
-        print(line)
+    print(f"database connections: at most {pool_total()} (pools of portal, worker, beat, watcher)")
     print(f"\nTranche portal: {url}/   (readiness: {url}/readyz, admin: {url}/admin/)")
     print(f"Tenants' kubeconfig: {url}/access/   (log in as a tenant, 'Download kubeconfig')")
     print("Stop everything with: make stop")
 
 
 def stop() -> None:
-    from deploy.local import agents
-
     state = services.layout().state
-    agents.stop(state)
-    for name in processes():
-        if procs.stop_named(name, state):
-            print(f"{name} stopped")
+    names = list(supervisor.read_status(_paths()[1]))
+    # The supervisor stops its children (each within STOP_GRACE_SECONDS) before it exits.
+    if supervisor.stop_named("supervisor", state, timeout=3 * supervisor.STOP_GRACE_SECONDS):
+        print(f"stopped: {', '.join(names) or 'supervisor'}")
     services.down()
     print("PostgreSQL and Redis stopped")
     if not os.environ.get("KUBECONFIG"):
@@ -158,7 +193,13 @@ def stop() -> None:
 
 
 def status() -> None:
-    state = services.layout().state
-    for name in processes():
-        pid = procs.read_pid(state / "run" / f"{name}.pid")
-        print(f"{name}: {'running, pid ' + str(pid) if pid else 'stopped'}")
+    _spec, status_path, pidfile = _paths()
+    pid = supervisor.read_pid(pidfile)
+    if not pid:
+        print("supervisor: stopped (nothing runs; `make run` starts it)")
+        return
+    print(f"supervisor: running, pid {pid}")
+    for name, st in supervisor.read_status(status_path).items():
+        state = f"running, pid {st['pid']}" if st["pid"] else "restarting"
+        exit_note = f", last exit code {st['last_exit']}" if st["last_exit"] is not None else ""
+        print(f"{name}: {state}, restarts {st['restarts']}{exit_note} (since {st['since']})")

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from glob import glob
 from pathlib import Path
 
-from deploy.local.procs import read_pid, stop_pid, wait_until
+from deploy.supervisor import read_pid, stop_pid, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 

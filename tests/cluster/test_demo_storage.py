@@ -5,7 +5,7 @@ from __future__ import annotations
 from kubernetes import client
 
 from deploy.devcluster.storage import STORAGE_CLASS, ensure_demo_volumes
-from deploy.local.procs import wait_until
+from deploy.supervisor import wait_until
 
 
 def test_model_volume_claim_is_bound(kube_cluster, namespace):

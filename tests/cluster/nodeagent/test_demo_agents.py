@@ -17,8 +17,9 @@ from urllib.parse import urlsplit
 import pytest
 from django.db import connection
 
+from deploy import supervisor as procs
 from deploy.devcluster.nodes import delete_fake_nodes
-from deploy.local import agents, procs
+from deploy.local import agents
 from portal.agents.models import NodeToken
 from tests.cluster.nodeagent.conftest import REPO, agent_slices
 from tests.helpers.portal import serve_portal

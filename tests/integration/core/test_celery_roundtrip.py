@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from deploy.local.procs import stop_pid, wait_until
+from deploy.supervisor import stop_pid, wait_until
 from portal.core.models import WorkerHeartbeat
 from portal.core.tasks import record_heartbeat
 

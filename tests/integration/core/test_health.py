@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from deploy.local.procs import wait_until
+from deploy.supervisor import wait_until
 
 pytestmark = pytest.mark.django_db
 

@@ -61,7 +61,7 @@ def supervised(tmp_path):
                 "--without-mingle",
             ],
             "env": {"TRANCHE_DB_POOL_MAX_SIZE": "2"},
-        },  # fmt: skip
+        },
         "watcher": {
             "argv": [sys.executable, "-m", "controller.watch"],
             "env": {"KUBECONFIG": str(_kubeconfig(tmp_path / "kubeconfig"))},

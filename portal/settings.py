@@ -144,11 +144,22 @@ REDIS_URL = env_secret(
 
 CHANNEL_LAYERS = {
     "default": {
-        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        # channels_redis with a pool that waits for a free connection instead of failing.
+        "BACKEND": "portal.core.channel_layer.PooledRedisChannelLayer",
         "CONFIG": {
             # channels_redis blocks on Redis for 5 s per receive; redis-py 8 also times reads out
             # at 5 s by default, which dropped idle websockets with "1011 internal error".
-            "hosts": [{"address": REDIS_URL, "socket_timeout": 30, "socket_connect_timeout": 5}],
+            # Per portal process: at most max_connections to Redis; a caller beyond waits up to
+            # `timeout` s (group_add/discard hold one for a single round trip).
+            "hosts": [
+                {
+                    "address": REDIS_URL,
+                    "socket_timeout": 30,
+                    "socket_connect_timeout": 5,
+                    "max_connections": env_int("TRANCHE_REDIS_MAX_CONNECTIONS", 100, minimum=4),
+                    "timeout": 20,
+                }
+            ],
             "prefix": env_str("TRANCHE_CHANNELS_PREFIX", "tranche"),
         },
     }

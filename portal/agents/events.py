@@ -13,12 +13,14 @@ class PodStatusEvent(PodReport):
 
     type: Literal["pod.status"]
     node: str
+    text: str  # the status page's message for this pod, JSON-encoded once by the ingest
 
 
 class PodRemovedEvent(RemovedPod):
     """A pod its node no longer reports."""
 
     type: Literal["pod.removed"]
+    text: str  # the status page's removal message, JSON-encoded once by the ingest
 
 
 ProjectEvent = PodStatusEvent | PodRemovedEvent

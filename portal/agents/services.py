@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 import secrets
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -18,6 +19,7 @@ from django.utils import timezone
 
 from portal.agents.events import PodRemovedEvent, PodStatusEvent, ProjectEvent
 from portal.agents.models import NodeToken, PodSliceStatus
+from portal.agents.rows import PodRow, pod_row
 from portal.tenants.models import Project
 from tranche.agent_protocol import (
     MessageRejectedError,
@@ -90,15 +92,18 @@ class Published:
     event: ProjectEvent
 
 
-def _event(
-    project_id: int, node: str, pod: PodReport | None, removed: RemovedPod | None = None
-) -> Published:
-    if removed is not None:
-        gone = PodRemovedEvent(
-            type="pod.removed", namespace=removed["namespace"], pod=removed["pod"]
-        )
-        return Published(project_id, gone)
-    return Published(project_id, PodStatusEvent(type="pod.status", node=node, **(pod or {})))
+def _event(project_id: int, node: str, pod: PodReport, row: PodRow) -> Published:
+    """The pod's reported fields plus the page's message, encoded once here for every viewer."""
+    text = json.dumps({"type": "row", **row.as_json()})
+    return Published(project_id, PodStatusEvent(type="pod.status", node=node, text=text, **pod))
+
+
+def _removed_event(project_id: int, removed: RemovedPod) -> Published:
+    text = json.dumps({"type": "remove", "key": f"{removed['namespace']}/{removed['pod']}"})
+    gone = PodRemovedEvent(
+        type="pod.removed", namespace=removed["namespace"], pod=removed["pod"], text=text
+    )
+    return Published(project_id, gone)
 
 
 @transaction.atomic
@@ -126,7 +131,7 @@ def record_status(node_name: str, msg: StatusMessage) -> list[Published]:
     events = []
     for p in msg.pods:
         project_id = projects[p["namespace"]]
-        PodSliceStatus.objects.update_or_create(
+        stored, _ = PodSliceStatus.objects.update_or_create(
             namespace=p["namespace"],
             pod_name=p["pod"],
             defaults={
@@ -136,14 +141,14 @@ def record_status(node_name: str, msg: StatusMessage) -> list[Published]:
                 **{column: p[field] for field, column in POD_COLUMNS.items()},
             },
         )
-        events.append(_event(project_id, node_name, p))
+        events.append(_event(project_id, node_name, p, pod_row(stored)))
     for r in msg.removed:
         # Only this node's own pods can be removed by it.
         deleted, _ = PodSliceStatus.objects.filter(
             namespace=r["namespace"], pod_name=r["pod"], node_name=node_name
         ).delete()
         if deleted and r["namespace"] in projects:
-            events.append(_event(projects[r["namespace"]], node_name, None, r))
+            events.append(_removed_event(projects[r["namespace"]], r))
     NodeToken.objects.filter(node_name=node_name).update(
         last_seen_at=timezone.now(),
         gpus=msg.gpus,

@@ -8,3 +8,6 @@ from django.apps import AppConfig
 class StatusConfig(AppConfig):
     name = "portal.status"
     verbose_name = "Live status"
+
+    def ready(self) -> None:
+        from portal.status import signals  # noqa: F401 (connects the access-change receivers)

@@ -8,46 +8,18 @@ websocket consumer use the same rule (`watchable_projects`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import UTC
-
 from django.contrib.auth import get_user_model
 from django.db.models import QuerySet
 from django.http import Http404
 
-from portal.agents.models import PodSliceStatus
+from portal.agents.rows import FIELDS, PodRow, pod_row
 from portal.agents.selectors import project_pod_statuses
 from portal.tenants.models import Project
 from portal.tenants.selectors import projects_of
 
 STAFF_GROUPS = ("Support", "Billing")
-MIB = 1024 * 1024
-# Column order of the table; the page and the live updates both use it.
-FIELDS = (
-    ("pod", "Pod"),
-    ("node", "Node"),
-    ("gpu", "GPU"),
-    ("memory", "Memory used / limit"),
-    ("rejected", "Rejected allocations"),
-    ("compute", "Compute used / target"),
-    ("throttled", "Throttled"),
-    ("processes", "Processes"),
-    ("reported", "Last report"),
-)
-
-
-@dataclass(frozen=True)
-class PodRow:
-    """One pod of the table: `key` identifies the row, `cells` maps FIELDS to display text."""
-
-    key: str
-    cells: dict[str, str]
-
-    def as_json(self) -> dict:
-        return {"key": self.key, "cells": self.cells}
-
-    def ordered_cells(self) -> list[tuple[str, str]]:
-        return [(name, self.cells[name]) for name, _label in FIELDS]
+# The table's shape lives with the rows (portal.agents.rows); the page reads it from here.
+__all__ = ["FIELDS", "PodRow", "pod_row"]
 
 
 def is_status_staff(user) -> bool:
@@ -81,30 +53,6 @@ def can_watch(user_id: int | None, project_id: int) -> bool:
     so a removed membership, a dropped group or a deactivated account counts at once."""
     user = get_user_model().objects.filter(pk=user_id).first() if user_id else None
     return user is not None and watchable_projects(user).filter(pk=project_id).exists()
-
-
-def _percent(part: float, whole: float) -> str:
-    return f"{100 * part / whole:.0f}%" if whole else "—"
-
-
-def pod_row(status: PodSliceStatus) -> PodRow:
-    """Display text of one pod's latest status (the single place that formats it)."""
-    used = status.memory_used_bytes // MIB
-    limit = status.memory_limit_bytes // MIB
-    memory_percent = _percent(status.memory_used_bytes, status.memory_limit_bytes)
-    reported = status.reported_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-    cells = {
-        "pod": status.pod_name,
-        "node": status.node_name,
-        "gpu": status.gpu_uuid,
-        "memory": f"{used} / {limit} MiB ({memory_percent})",
-        "rejected": str(status.rejected_allocations),
-        "compute": f"{status.compute_used_percent:.1f}% / {status.compute_target_percent}%",
-        "throttled": f"{status.throttled_seconds:.2f} s",
-        "processes": str(status.processes),
-        "reported": reported,
-    }
-    return PodRow(key=f"{status.namespace}/{status.pod_name}", cells=cells)
 
 
 def pod_rows(project_id: int) -> list[PodRow]:

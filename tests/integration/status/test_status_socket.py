@@ -148,3 +148,64 @@ def test_removed_member_is_disconnected_on_the_next_event(world, token):
     snapshot, closed = asyncio.run(scenario())
     assert snapshot == {"type": "snapshot", "rows": []}
     assert closed == {"type": "websocket.close", "code": 4403}
+
+
+def test_deactivated_viewer_is_closed_without_waiting_for_an_update(world):
+    """Access is re-checked when the account changes, not on the next agent report."""
+
+    async def scenario() -> tuple[dict, dict]:
+        page = await _watch(world.member, world.project_a.pk)
+        snapshot = await page.receive_json_from(timeout=5)
+        user = world.member
+        user.is_active = False
+        await database_sync_to_async(user.save)()
+        closed = await page.receive_output(timeout=5)
+        return snapshot, closed
+
+    snapshot, closed = asyncio.run(scenario())
+    assert snapshot == {"type": "snapshot", "rows": []}
+    assert closed == {"type": "websocket.close", "code": 4403}
+
+
+def test_a_role_change_keeps_a_member_watching(world, token):
+    ns = world.project_a.namespace
+
+    async def scenario() -> dict:
+        page = await _watch(world.member, world.project_a.pk)
+        await page.receive_json_from(timeout=5)
+        await database_sync_to_async(
+            Membership.objects.filter(user=world.member, organization=world.org_a).update
+        )(role=Membership.Role.VIEWER)
+        membership = await database_sync_to_async(Membership.objects.get)(
+            user=world.member, organization=world.org_a
+        )
+        await database_sync_to_async(membership.save)()  # the role change, through save()
+        agent = await _agent(token)
+        await _publish(agent, _status_frame(1, ns, "train-0"))
+        row = await page.receive_json_from(timeout=5)
+        await agent.disconnect()
+        await page.disconnect()
+        return row
+
+    assert asyncio.run(scenario())["key"] == f"{ns}/train-0"
+
+
+def test_many_sockets_closing_at_once_leave_no_group_member(world):
+    """More sockets than the Redis pool has connections close together: every group_discard
+    waits for a connection instead of failing, so the project's group ends empty."""
+    from channels.layers import get_channel_layer
+
+    from portal.core.groups import project_group
+
+    count = 150  # > the 100 connections of the pool under test below
+
+    async def scenario() -> int:
+        layer = get_channel_layer()
+        pages = [await _watch(world.member, world.project_a.pk) for _ in range(count)]
+        for page in pages:
+            await page.receive_json_from(timeout=10)
+        await asyncio.gather(*(page.disconnect() for page in pages))
+        async with layer.connection(layer.consistent_hash(project_group(world.project_a.pk))) as c:
+            return await c.zcard(layer._group_key(project_group(world.project_a.pk)))
+
+    assert asyncio.run(scenario()) == 0

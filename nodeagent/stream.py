@@ -131,9 +131,11 @@ class StatusStream:
                         if not t.cancelled() and t.exception():
                             raise t.exception()
             except InvalidStatus as exc:
-                log.error(
-                    "portal refused node %s: HTTP %s (token?)", self.node, exc.response.status_code
-                )
+                code = exc.response.status_code
+                if code in (401, 403):
+                    log.error("portal refused node %s: HTTP %s: check its token", self.node, code)
+                else:  # 5xx: the portal or its database is down; the token is not the problem
+                    log.warning("portal unavailable to node %s: HTTP %s; retrying", self.node, code)
             except (OSError, TimeoutError, WebSocketException) as exc:
                 log.warning("portal connection lost: %s", exc)
             finally:

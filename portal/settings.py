@@ -68,6 +68,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Innermost, so it sees the view's exception first: database/Redis down -> 503 page.
+    "portal.core.outage.OutageMiddleware",
 ]
 
 ROOT_URLCONF = "portal.urls"

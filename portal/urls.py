@@ -29,6 +29,7 @@ class IdConverter:
 
 
 register_converter(IdConverter, "id")
+handler500 = "portal.core.outage.server_error"
 P = "projects/<id:project_id>/"
 
 urlpatterns = [

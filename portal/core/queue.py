@@ -7,18 +7,21 @@ a broker outage is logged, never raised into the tenant's request.
 from __future__ import annotations
 
 import logging
+import threading
 
 from django.conf import settings
 from django.db import transaction
 
 log = logging.getLogger(__name__)
 RECONCILE_TASK = "controller.reconcile_project"
+_last_send = threading.local()  # on_commit callbacks run in the committing thread
 
 
 def send_reconcile(project_id: int) -> None:
     """Send `controller.reconcile_project(project_id)` now (call after commit)."""
     from portal.celery import app
 
+    _last_send.failed = True
     try:
         app.send_task(
             RECONCILE_TASK,
@@ -31,6 +34,14 @@ def send_reconcile(project_id: int) -> None:
         log.warning(
             "could not enqueue %s(%s); the resync will catch up", RECONCILE_TASK, project_id
         )
+    else:
+        _last_send.failed = False
+
+
+def last_send_failed() -> bool:
+    """True when this thread's latest reconcile message could not reach the broker (the
+    order is stored; the resync after the queue comes back provisions it)."""
+    return getattr(_last_send, "failed", False)
 
 
 def enqueue_reconcile(project_id: int) -> None:

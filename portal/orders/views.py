@@ -10,7 +10,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 
 from portal.catalog.selectors import sellable_products
-from portal.orders import selectors
+from portal.orders import queue, selectors
 from portal.orders.forms import ConfirmOrderForm, OrderForm
 from portal.orders.services import place_order, suspension_message
 from portal.tenants.context import nav_context
@@ -76,7 +76,14 @@ def order_confirm(request: HttpRequest, project_id: int) -> HttpResponse:
                 quantity=quantity,
                 idempotency_key=form.cleaned_data["idempotency_key"],
             )
-            if created:
+            if created and queue.last_send_failed():
+                messages.warning(
+                    request,
+                    f"Order #{order.pk} placed and queued; the provisioning queue is unreachable "
+                    "right now, so it will be provisioned when the queue is back (usually within "
+                    "minutes). There is no need to order again.",
+                )
+            elif created:
                 messages.success(request, f"Order #{order.pk} placed; provisioning starts now.")
             else:
                 messages.info(request, f"Order #{order.pk} was already placed; not ordered twice.")

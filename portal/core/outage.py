@@ -1,0 +1,67 @@
+"""Outage pages: a request that fails because PostgreSQL or Redis is unreachable gets a 503 page
+saying what is down and to try again shortly, instead of a bare 500.
+
+`OutageMiddleware` turns such an exception raised by a view into that page (it works with
+DEBUG on, where Django would show its debug page); `server_error` (the portal's handler500)
+does the same for one raised elsewhere and is the plain 500 page otherwise. The page renders
+without the database or a session, so it works during the outage it reports.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import redis
+from django.db import InterfaceError, OperationalError
+from django.http import HttpRequest, HttpResponse
+from django.template import loader
+from kombu.exceptions import OperationalError as BrokerError
+
+log = logging.getLogger("portal.outage")
+RETRY_AFTER_SECONDS = 30
+
+# exception type -> what the tenant is told is down
+DOWN = (
+    ((OperationalError, InterfaceError), "the database"),
+    ((redis.exceptions.ConnectionError, redis.exceptions.TimeoutError), "Redis (live updates)"),
+    ((BrokerError,), "the provisioning queue"),
+)
+
+
+def what_is_down(exc: BaseException | None) -> str | None:
+    for types, name in DOWN:
+        if isinstance(exc, types):
+            return name
+    return None
+
+
+def outage_response(request: HttpRequest, down: str) -> HttpResponse:
+    html = loader.get_template("503.html").render({"down": down, "retry": RETRY_AFTER_SECONDS})
+    response = HttpResponse(html, status=503)
+    response["Retry-After"] = str(RETRY_AFTER_SECONDS)
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+class OutageMiddleware:
+    def __init__(self, get_response) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.get_response(request)
+
+    def process_exception(self, request: HttpRequest, exc: Exception) -> HttpResponse | None:
+        down = what_is_down(exc)
+        if down is None:
+            return None
+        log.warning("%s %s: 503, %s unreachable (%s)", request.method, request.path, down, exc)
+        return outage_response(request, down)
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    down = what_is_down(sys.exc_info()[1])
+    if down is not None:
+        return outage_response(request, down)
+    html = loader.get_template("500.html").render({})
+    return HttpResponse(html, status=500)

@@ -87,6 +87,11 @@ def processes() -> dict[str, list[str]]:
             str(WORKER_CONCURRENCY),
             "-n",
             "worker@%h",
+            # Gossip and mingle (worker-to-worker sync) are unused here, and their channels'
+            # close path is where kombu meets a connection whose client is already None when
+            # Redis drops: "Error on restarting Gossip: AttributeError" (kombu#582/#970 family).
+            "--without-gossip",
+            "--without-mingle",
         ],
         "beat": [
             str(VENV_BIN / "celery"),

@@ -24,6 +24,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 from django.db import connection
 from kubernetes import client, config
@@ -162,7 +163,8 @@ def test_sigkilled_worker_and_stopped_apiserver(
     queue = controller_settings.CELERY_TASK_DEFAULT_QUEUE
     logs = [tmp_path / "worker-1.log", tmp_path / "worker-2.log"]
     workers: list[subprocess.Popen] = []
-    hold = connection.get_new_connection(connection.get_connection_params())
+    # A connection of its own, outside Django's pool (pooled ones are in autocommit mode).
+    hold = psycopg.connect(**connection.get_connection_params())
     timings: dict[str, float] = {}
     t0 = time.monotonic()
     try:

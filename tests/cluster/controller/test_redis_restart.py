@@ -1,0 +1,189 @@
+"""Fault: Redis restarts while a reconcile task runs; every order is active within 10 s of Redis
+being back, with no manual step.
+
+Real pieces: a Redis of this test's own (append-only, like the project-owned one, on a free
+port, so restarting it disturbs nobody), a Celery worker (prefork, concurrency 2, as `make run`
+starts it) under the `deploy.supervisor` loop, the test database and the shared control plane.
+"Mid-task" is made certain: the test holds a row lock on the first order, so the worker that
+picks it up waits inside `reconcile_project` while Redis goes away.
+
+Before (b6aafaa): the worker died of kombu's `restore_unacked` AttributeError and nothing
+restarted it; orders stayed pending until a manual restart (4 min 11 s).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psycopg
+from celery import Celery
+from django.db import connection
+
+from controller.reconcile import LOCK_SPACE
+from deploy import supervisor
+from deploy.local import platform
+from tests.cluster.controller.conftest import wait_for
+
+ROOT = Path(__file__).resolve().parents[3]
+CLASS = "tranche-v100-8g"
+PROJECTS = 6
+ACTIVE_WITHIN_SECONDS = 10.0
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _port_open(port: int) -> bool:
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+class OwnRedis:
+    """A redis-server on a free loopback port with its data in `folder` (append-only)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder, self.port = folder, _free_port()
+        self.proc: subprocess.Popen | None = None
+        folder.mkdir(parents=True, exist_ok=True)
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        binary = shutil.which("redis-server") or "/usr/bin/redis-server"
+        self.proc = subprocess.Popen(
+            [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.folder),
+             "--appendonly", "yes", "--save", ""],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        assert supervisor.wait_until(lambda: _port_open(self.port), 10), "redis did not start"
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(10)
+        assert supervisor.wait_until(lambda: not _port_open(self.port), 10)
+
+
+def _lock_holder_waiting(project_id: int) -> int | None:
+    """Backend pid holding the project's reconcile lock while blocked on another lock."""
+    sql = """
+        SELECT l.pid FROM pg_locks l
+        WHERE l.locktype = 'advisory' AND l.classid = %s AND l.objid = %s AND l.objsubid = 2
+          AND l.granted AND l.pid <> pg_backend_pid()
+          AND EXISTS (SELECT 1 FROM pg_locks w WHERE w.pid = l.pid AND NOT w.granted)
+    """
+    with connection.cursor() as cur:
+        cur.execute(sql, [LOCK_SPACE, project_id])
+        row = cur.fetchone()
+    return row[0] if row else None
+
+
+def _make_run_worker(queue: str) -> list[str]:
+    """The worker command line `make run` uses, on this test's queue."""
+    argv = list(platform.processes()["worker"])
+    argv[argv.index("-Q") + 1] = queue
+    argv[argv.index("-n") + 1] = f"{queue}@localhost"
+    return argv
+
+
+def _tail(path: Path, lines: int = 40) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+def test_redis_restart_mid_reconcile(make_tenant, controller_settings, kube_cluster, tmp_path):
+    from portal.orders.models import Order
+
+    redis = OwnRedis(tmp_path / "redis")
+    redis.start()
+    queue = f"restart-{secrets.token_hex(3)}"
+    tenants = [make_tenant() for _ in range(PROJECTS)]
+    orders = [t.order(CLASS, 1).pk for t in tenants]
+    broker = Celery(broker=redis.url)
+    for t in tenants:  # what the portal sends on commit, to this test's broker
+        broker.send_task("controller.reconcile_project", args=[t.project.pk], queue=queue)
+
+    spec = {
+        "worker": {
+            "argv": _make_run_worker(queue),
+            "env": {
+                "TRANCHE_REDIS_URL": redis.url,
+                "TRANCHE_CELERY_QUEUE": queue,
+                "KUBECONFIG": str(kube_cluster.kubeconfig),
+                "TRANCHE_DB_NAME": connection.settings_dict["NAME"],
+                "TRANCHE_DB_POOL_MAX_SIZE": "2",
+                "PYTHONPATH": str(ROOT),
+            },
+        }
+    }  # fmt: skip
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "spec.json").write_text(json.dumps(spec))
+    status = run / "status.json"
+    sup = subprocess.Popen(
+        [sys.executable, "-m", "deploy.supervisor", str(run / "spec.json"), str(status)],
+        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, start_new_session=True,
+    )  # fmt: skip
+    log = tmp_path / "logs" / "worker.log"
+    # A connection of its own, outside Django's pool (pooled ones are in autocommit mode).
+    hold = psycopg.connect(**connection.get_connection_params())
+    try:
+        table = Order._meta.db_table
+        hold.execute(f"SELECT id FROM {table} WHERE id = %s FOR UPDATE", [orders[0]])  # noqa: S608
+        wait_for(
+            lambda: _lock_holder_waiting(tenants[0].project.pk),
+            90,
+            f"the worker to be inside reconcile_project (log:\n{_tail(log)})",
+        )
+        redis.stop()  # the task is running, its message unacknowledged
+        # Down until the worker has noticed (that is when b6aafaa's worker died), then back.
+        wait_for(
+            lambda: "Connection to broker lost" in log.read_text(errors="replace"),
+            30,
+            f"the worker to notice Redis is gone (log:\n{_tail(log)})",
+        )
+        # The running task goes on and finishes while Redis is away: it cannot be acked.
+        hold.rollback()
+        wait_for(
+            lambda: Order.objects.filter(pk=orders[0], state=Order.State.ACTIVE).exists(),
+            60,
+            f"the running task to finish during the outage (log:\n{_tail(log)})",
+        )
+        redis.start()
+        back_at = time.monotonic()
+
+        def all_active() -> bool:
+            return Order.objects.filter(pk__in=orders, state=Order.State.ACTIVE).count() == len(
+                orders
+            )
+
+        wait_for(all_active, 60, f"every order to be active (worker log:\n{_tail(log)})")
+        took = time.monotonic() - back_at
+        restarts = supervisor.read_status(status)["worker"]["restarts"]
+        text = log.read_text(errors="replace")
+        crashed = "Unrecoverable error" in text or "AttributeError" in text
+        print(  # noqa: T201
+            f"all {len(orders)} orders active {took:.1f}s after Redis returned; worker restarts "
+            f"by the supervisor: {restarts}; kombu AttributeError seen: {crashed}"
+        )
+        assert took <= ACTIVE_WITHIN_SECONDS, _tail(log)
+    finally:
+        hold.close()
+        supervisor.stop_pid(sup.pid, timeout=30)
+        sup.wait(10)
+        redis.stop()

@@ -314,6 +314,8 @@ def main() -> None:
     sampler.start()
     portal = start_portal(port, log)
     results: dict = {"pool_total": PORTAL_POOL + BENCH_POOL, "pages": [], "fan_out": []}
+    # The machine is shared: the load average says how much else competed for its cores.
+    results["load_average_at_start"] = os.getloadavg()[0]
     try:
         for clients in (1, 10, 50, 200):
             secs = args.long_seconds if clients == 200 else args.seconds
@@ -336,6 +338,11 @@ def main() -> None:
         sampler.stop.set()
         sampler.join(5)
     results["postgres_sessions_peak"] = sampler.peak
+    results["load_average_at_end"] = os.getloadavg()[0]
+    print(
+        f"load average (1 min) {results['load_average_at_start']:.1f} at start, "
+        f"{results['load_average_at_end']:.1f} at end; cores: {os.cpu_count()}"
+    )
     results["portal_log"] = str(log)
     print(
         f"PostgreSQL sessions on {DB_NAME}: peak {sampler.peak} "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import psycopg
 import redis
 from django.conf import settings
 from django.db import connection
@@ -9,13 +10,25 @@ from django.db.utils import DatabaseError
 
 from portal.core import heartbeats
 
+PROBE_WAIT_SECONDS = 2.0
+
 
 def check_database() -> tuple[bool, str]:
+    """SELECT 1 on a connection of this process's pool, waiting at most PROBE_WAIT_SECONDS for
+    one (a request waits up to the pool's timeout; a probe must answer before its own)."""
     try:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT 1")
-            cursor.fetchone()
-    except DatabaseError as exc:
+        pool = connection.pool
+        if pool is None:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT 1")
+        else:
+            pool.open()
+            conn = pool.getconn(timeout=PROBE_WAIT_SECONDS)
+            try:
+                conn.execute("SELECT 1")
+            finally:
+                pool.putconn(conn)
+    except (DatabaseError, psycopg.Error) as exc:
         connection.close()
         first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         return False, f"PostgreSQL unreachable: {first_line}"

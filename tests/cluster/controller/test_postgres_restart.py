@@ -17,9 +17,11 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -33,7 +35,6 @@ from kubernetes import client
 from deploy import supervisor
 from deploy.devcluster.nodes import delete_fake_nodes
 from deploy.local import agents, platform, services
-from tests.cluster.controller.conftest import wait_for
 
 ROOT = Path(__file__).resolve().parents[3]
 CLASS = "tranche-v100-8g"
@@ -47,9 +48,11 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _get(url: str) -> tuple[int, str]:
+def _get(url: str, cookie: str = "") -> tuple[int, str]:
+    headers = {"Cookie": cookie} if cookie else {}
+    request = urllib.request.Request(url, headers=headers)  # noqa: S310 (loopback http)
     try:
-        with urllib.request.urlopen(url, timeout=10) as resp:  # noqa: S310 (loopback)
+        with urllib.request.urlopen(request, timeout=20) as resp:  # noqa: S310 (loopback)
             return resp.status, resp.read().decode()
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read().decode()
@@ -78,7 +81,16 @@ user, org, project = sign_up(username=f"pg-{tag}", email=f"pg{tag}@example.test"
 m = Membership.objects.get(user=user, organization=org)
 place_order(membership=m, project=project, product=products["%s"], quantity=2,
     idempotency_key=tag)
-print(json.dumps({"project": project.pk, "namespace": project.namespace}))
+from django.conf import settings
+from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
+from django.contrib.sessions.backends.db import SessionStore
+store = SessionStore()
+store[SESSION_KEY] = str(user.pk)
+store[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
+store[HASH_SESSION_KEY] = user.get_session_auth_hash()
+store.create()
+cookie = f"{settings.SESSION_COOKIE_NAME}={store.session_key}"
+print(json.dumps({"project": project.pk, "namespace": project.namespace, "cookie": cookie}))
 """.replace("%s", CLASS)
 
 
@@ -103,7 +115,8 @@ def _pod(node: str) -> dict:
 
 @pytest.mark.timeout(600)
 def test_postgres_restart_heals_every_process(kube_cluster, tmp_path) -> None:
-    state = tmp_path / "state"
+    # Short: the agents' unix sockets live below it (107 bytes at most).
+    state = Path(tempfile.mkdtemp(prefix="pg", dir="/tmp"))
     lay = services.Layout(
         state=state, pg_port=_free_port(), redis_port=0, pg_root=services._pg_root(state)
     )
@@ -137,6 +150,8 @@ def test_postgres_restart_heals_every_process(kube_cluster, tmp_path) -> None:
     }
     spec["portal"]["argv"][spec["portal"]["argv"].index("-p") + 1] = str(port)
     spec["beat"]["argv"][-1] = str(tmp_path / "celerybeat-schedule")
+    worker = spec["worker"]["argv"]
+    worker[worker.index("-Q") + 1] = env["TRANCHE_CELERY_QUEUE"]
     prefix = f"pg-{tag}"
     nodes = agents.node_names(prefix)
     for name, argv in agents.commands(state, env, port, prefix, metrics_base=0).items():
@@ -186,15 +201,24 @@ def test_postgres_restart_heals_every_process(kube_cluster, tmp_path) -> None:
         ).fetchone()[0]
         return rows == len(nodes)
 
+    def wait(check, timeout: float, what: str):
+        """wait_for, with every process's log tail in the failure message."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if found := check():
+                return found
+            time.sleep(0.2)
+        pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}\n{all_logs()}")
+
     try:
-        wait_for(ready, 120, lambda: f"the platform to be ready\n{all_logs()}")
-        wait_for(order_active, 60, lambda: f"the order to be active\n{all_logs()}")
-        wait_for(lambda: agents_seen_since(time.time() - 5), 60, "the agents to report")
+        wait(ready, 120, "the platform to be ready")
+        wait(order_active, 60, "the order to be active")
+        wait(lambda: agents_seen_since(time.time() - 5), 60, "the agents to report")
 
         # PostgreSQL goes away for 10 s; meanwhile the scheduler allocates a claim.
         assert services.stop_postgres(lay)
         down_at = time.monotonic()
-        code, body = _get(f"{url}/login/")
+        code, body = _get(f"{url}/projects/{made['project']}/", made["cookie"])  # the quota page
         assert code == 503, body
         assert "the database" in body, body
         assert "try again shortly" in body, body
@@ -207,7 +231,7 @@ def test_postgres_restart_heals_every_process(kube_cluster, tmp_path) -> None:
             claims = resource.list_namespaced_resource_claim(made["namespace"]).items
             return any(c.status and c.status.allocation for c in claims)
 
-        wait_for(claim_allocated, OUTAGE_SECONDS, "the claim to be allocated during the outage")
+        wait(claim_allocated, OUTAGE_SECONDS, "the claim to be allocated during the outage")
         while time.monotonic() - down_at < OUTAGE_SECONDS:  # the outage lasts its 10 s
             time.sleep(0.5)
         services.start_postgres(lay)
@@ -225,10 +249,12 @@ def test_postgres_restart_heals_every_process(kube_cluster, tmp_path) -> None:
             ).fetchone()
             return bool(row and row[0] == 1)
 
-        wait_for(allocated_on_quota, 60, lambda: f"the watcher to store the claim\n{all_logs()}")
+        wait(allocated_on_quota, 60, "the watcher to store the claim")
         took = time.monotonic() - back_at
-        wait_for(ready, 60, lambda: f"/readyz to be 200 with fresh heartbeats\n{all_logs()}")
-        wait_for(lambda: agents_seen_since(back_wall), 60, lambda: f"agents\n{all_logs()}")
+        wait(ready, 60, "/readyz to be 200 with fresh heartbeats")
+        wait(lambda: agents_seen_since(back_wall), 60, "the agents to report again")
+        code, body = _get(f"{url}/projects/{made['project']}/", made["cookie"])
+        assert code == 200, body[-2000:]
         healed = time.monotonic() - back_at
         restarts = {n: s["restarts"] for n, s in supervisor.read_status(status).items()}
         print(  # noqa: T201
@@ -243,3 +269,5 @@ def test_postgres_restart_heals_every_process(kube_cluster, tmp_path) -> None:
         services.stop_postgres(lay)
         delete_fake_nodes(kube_cluster.api_client, nodes)
         core.delete_namespace(made["namespace"], propagation_policy="Background")
+        shutil.rmtree(lay.pg_root, ignore_errors=True)
+        shutil.rmtree(state, ignore_errors=True)

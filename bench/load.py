@@ -300,6 +300,7 @@ def main() -> None:
     parser.add_argument("--long-seconds", type=float, default=30.0, help="the 200-client level")
     parser.add_argument("--rate", type=float, default=10.0, help="agent frames/s in fan-out")
     parser.add_argument("--quick", action="store_true", help="3 s per phase (a smoke run)")
+    parser.add_argument("--only", choices=["pages", "fan-out"], help="run one part")
     args = parser.parse_args()
     if args.quick:
         args.seconds = args.long_seconds = 3.0
@@ -317,13 +318,13 @@ def main() -> None:
     # The machine is shared: the load average says how much else competed for its cores.
     results["load_average_at_start"] = os.getloadavg()[0]
     try:
-        for clients in (1, 10, 50, 200):
+        for clients in (1, 10, 50, 200) if args.only != "fan-out" else ():
             secs = args.long_seconds if clients == 200 else args.seconds
             row = page_load(port, clients, secs, cookies, pid)
             row["seconds"] = secs
             results["pages"].append(row)
             print(json.dumps(row), flush=True)
-        for viewers in (50, 200):
+        for viewers in (50, 200) if args.only != "pages" else ():
             row = asyncio.run(
                 fan_out(port, viewers, args.rate, args.seconds, (cookies, pid, ns, node_token))
             )

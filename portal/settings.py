@@ -148,20 +148,22 @@ REDIS_URL = env_secret(
 
 CHANNEL_LAYERS = {
     "default": {
-        # channels_redis with a pool that waits for a free connection instead of failing.
-        "BACKEND": "portal.core.channel_layer.PooledRedisChannelLayer",
+        # Redis pub/sub: one PUBLISH per group_send, and each portal process fans a message out
+        # to its own sockets in memory. The list-based RedisChannelLayer pops every delivery
+        # off Redis one by one (200 viewers x 10 msg/s = 2,000 round trips a second), which
+        # on 2 cores delivered ~1,000/s with lag p99 5-7 s; this one ~1,800-2,000/s (bench/load.py).
+        # Live status needs no buffering: a page that reconnects gets a fresh snapshot.
+        "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
         "CONFIG": {
-            # channels_redis blocks on Redis for 5 s per receive; redis-py 8 also times reads out
-            # at 5 s by default, which dropped idle websockets with "1011 internal error".
-            # Per portal process: at most max_connections to Redis; a caller beyond waits up to
-            # `timeout` s (group_add/discard hold one for a single round trip).
+            # redis-py 8 times reads out at 5 s by default, which dropped idle websockets with
+            # "1011 internal error"; group_add/discard touch Redis only for a project's first
+            # and last socket of a process, so closing many sockets needs no connection each.
             "hosts": [
                 {
                     "address": REDIS_URL,
                     "socket_timeout": 30,
                     "socket_connect_timeout": 5,
                     "max_connections": env_int("TRANCHE_REDIS_MAX_CONNECTIONS", 100, minimum=4),
-                    "timeout": 20,
                 }
             ],
             "prefix": env_str("TRANCHE_CHANNELS_PREFIX", "tranche"),

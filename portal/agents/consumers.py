@@ -5,7 +5,8 @@ wrong or revoked token refuses the handshake. Each frame is then validated on it
 malformed, oversized, out-of-bounds or foreign message, and one the database refuses, is answered
 with {"error", "seq"} and logged with its reason, and the connection stays open, so a bug in one
 message never cuts a node's status feed.
-Accepted pods are published to `project.<id>` groups, ids taken from the database.
+Accepted pods are published to `project.<id>` groups, ids taken from the database; a report
+stored while Redis is unreachable is still acknowledged (live pages catch up on the next one).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import logging
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.db import DatabaseError
+from redis.exceptions import RedisError
 
 from portal.agents import services
 from portal.core.groups import project_group
@@ -77,8 +79,11 @@ class AgentConsumer(AsyncWebsocketConsumer):
             log.warning("agent message from node %s rejected: %s", self.node, exc)
             await self.send(json.dumps({"error": str(exc), "seq": seq}))
             return
-        for item in events:
-            await self.channel_layer.group_send(project_group(item.project_id), item.event)
+        try:
+            for item in events:
+                await self.channel_layer.group_send(project_group(item.project_id), item.event)
+        except RedisError as exc:  # stored already; viewers get the next report, or a snapshot
+            log.warning("live update of node %s not published (Redis: %s)", self.node, exc)
         await self.send(json.dumps({"ack": msg.seq}))
 
     async def disconnect(self, code: int) -> None:

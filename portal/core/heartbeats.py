@@ -3,9 +3,9 @@
 Writers: the Celery worker (beat's `portal.core.record_heartbeat` task: proves broker and
 database end to end), Celery beat (`start_beat_heartbeat`, a thread of the beat process) and the
 watcher (its flusher, through `beat`). Node agents need no row: every report they send updates
-`NodeToken.last_seen_at`. A role is stale when its newest row is older than `STALE_AFTER`
-(three heartbeat periods); a role never seen is reported as such but does not fail readiness,
-so a fresh install is ready before its first beat.
+`NodeToken.last_seen_at`, which the agents app reports through `INFORMATIONAL_CHECKS`. A role is
+stale when its newest row is older than three heartbeat periods; a role never seen is reported
+as such but does not fail readiness, so a fresh install is ready before its first beat.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -56,16 +57,10 @@ def newest_by_role() -> dict[str, datetime]:
     return {row["role"]: row["newest"] for row in rows}
 
 
-def stale_nodes() -> list[str]:
-    """Node agents that reported before but not within `stale_after()` (token not revoked)."""
-    from portal.agents.models import NodeToken
-
-    cutoff = timezone.now() - stale_after()
-    return sorted(
-        NodeToken.objects.filter(
-            revoked_at__isnull=True, last_seen_at__isnull=False, last_seen_at__lt=cutoff
-        ).values_list("node_name", flat=True)
-    )
+# Apps above core add what they know of other processes' liveness (e.g. the agents app: node
+# agents that stopped reporting). Each takes the staleness cutoff and returns a line, or "".
+# Informational: they never fail readiness.
+INFORMATIONAL_CHECKS: list[Callable[[datetime], str]] = []
 
 
 def check_processes() -> tuple[bool, str]:
@@ -85,9 +80,7 @@ def check_processes() -> tuple[bool, str]:
         parts.append("stale heartbeat: " + ", ".join(stale))
     if unseen:
         parts.append("no heartbeat yet: " + ", ".join(unseen))
-    nodes = stale_nodes()
-    if nodes:
-        parts.append("node agents silent: " + ", ".join(nodes))
+    parts += [line for check in INFORMATIONAL_CHECKS if (line := check(cutoff))]
     return not stale, "; ".join(parts) or "worker, beat and watcher heartbeats fresh"
 
 

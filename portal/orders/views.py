@@ -10,7 +10,8 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 
 from portal.catalog.selectors import sellable_products
-from portal.orders import queue, selectors
+from portal.core import queue
+from portal.orders import selectors
 from portal.orders.forms import ConfirmOrderForm, OrderForm
 from portal.orders.services import place_order, suspension_message
 from portal.tenants.context import nav_context

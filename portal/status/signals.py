@@ -58,4 +58,5 @@ def _user_groups_changed(sender, instance, action: str, reverse: bool, pk_set, *
 
 @receiver(post_delete, sender=Project)
 def _project_deleted(sender, instance: Project, **kwargs) -> None:
-    transaction.on_commit(lambda: _send(project_group(instance.pk)))
+    group = project_group(instance.pk)  # now: Django clears pk once the row is deleted
+    transaction.on_commit(lambda: _send(group))

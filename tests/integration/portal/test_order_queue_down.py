@@ -8,7 +8,7 @@ import pytest
 from django.urls import reverse
 
 from portal.celery import app
-from portal.orders import queue
+from portal.core import queue
 from portal.orders.models import Order
 
 SEND_RECONCILE = queue.send_reconcile  # the real one; integration tests record sends instead
@@ -25,7 +25,7 @@ def _closed_port() -> int:
 @pytest.fixture
 def broker_down(monkeypatch):
     """The real send path, to a broker address where nothing listens."""
-    monkeypatch.setattr("portal.orders.queue.send_reconcile", SEND_RECONCILE)
+    monkeypatch.setattr("portal.core.queue.send_reconcile", SEND_RECONCILE)
     monkeypatch.setattr(app.conf, "broker_url", f"redis://127.0.0.1:{_closed_port()}/0")
     monkeypatch.setattr(app, "_pool", None)
     monkeypatch.setattr(app.amqp, "_producer_pool", None)

@@ -30,7 +30,7 @@ from django.db import connection
 from controller.reconcile import LOCK_SPACE
 from deploy import supervisor
 from deploy.local import platform
-from tests.cluster.controller.conftest import wait_for
+from tests.helpers.wait import wait_for
 
 ROOT = Path(__file__).resolve().parents[3]
 CLASS = "tranche-v100-8g"

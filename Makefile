@@ -11,7 +11,8 @@ export TRANCHE_DEBUG ?= 1
 PYTEST_ARGS ?=
 
 .PHONY: help setup deps native native-sanitize services-up services-down run stop status \
-        test lint imports pytest cluster-build cluster-up cluster-down bench clean-state
+        test lint imports pytest cluster-build cluster-up cluster-down bench clean-state \
+        helm chart-lint images test-images
 
 help:
 	@echo "make run    - install everything, start PostgreSQL, Redis, the portal, Celery worker/beat"
@@ -67,6 +68,25 @@ cluster-up: deps
 
 cluster-down:
 	@$(PY) -m deploy.devcluster down
+
+# helm, built from the Go module proxy into ~/.cache/tranche/helm-<version>/ (deploy/tools).
+helm: deps
+	@$(PY) -m deploy.tools helm
+
+chart-lint: helm
+	@$$($(PY) -m deploy.tools helm) lint --strict --namespace tranche-system deploy/chart/tranche
+	@$$($(PY) -m deploy.tools helm) lint --strict --namespace tranche-system deploy/chart/tranche \
+	    -f deploy/chart/tranche/values-production.yaml
+
+# Both container images as an OCI layout under .state/images/ (needs root, no container daemon;
+# ~4-6 min on 2 cores, most of it mmdebstrap). Not part of `make test`: `make test-images`.
+images: deps native
+	@$(PY) -m deploy.images build
+
+# The images tier: builds twice (reproducibility) and runs each image's entry points in a
+# read-only chroot. Its own tier because it takes ~10 minutes.
+test-images: deps native
+	$(VENV)/bin/pytest -m images tests/images $(PYTEST_ARGS)
 
 bench: setup
 	@for b in bench/*.py; do echo "== $$b"; $(PY) $$b; done

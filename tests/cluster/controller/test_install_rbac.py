@@ -1,12 +1,16 @@
-"""deploy/install's identities are enough and no more: the real controller, watcher and node
-agent code runs as its ServiceAccount (impersonated) against the real control plane, which
-judges every call with RBAC and the admission policies; what each must not do is refused."""
+"""Tranche's identities are enough and no more, from both ways an operator installs them: the
+kustomize base (`kubectl apply -k deploy/install`, identities impersonated) and the Helm chart
+(`helm install`, real tokens of the chart's ServiceAccounts). Both render the one RBAC file
+(deploy/chart/tranche/rbac/rbac.yaml). The real controller, watcher and node agent code runs as
+each ServiceAccount against the real control plane, which judges every call with RBAC and the
+admission policies; what each must not do is refused."""
 
 from __future__ import annotations
 
 import contextlib
 import secrets
 import subprocess
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -16,10 +20,12 @@ from kubernetes.client.rest import ApiException
 from controller.apply import Applier
 from controller.reconcile import reconcile_project
 from controller.render.spec import ENTITLEMENTS_CONFIGMAP as ENTITLEMENTS
+from deploy.devcluster.nodes import create_fake_gpu_nodes, delete_fake_nodes
 from nodeagent.draplugin.prepare import api_claim_source
 from nodeagent.owners import TenantPods
 from nodeagent.slices import DRIVER, SlicePublisher
 from tests.cluster.controller.conftest import impersonating
+from tests.cluster.deploy.chart import install_chart, token_client, uninstall_chart
 from tests.helpers.gpus import v100
 from tests.helpers.wait import wait_for
 
@@ -33,15 +39,26 @@ TENANT_ROLES = (
 )
 
 
-@pytest.fixture(scope="module")
-def installed(kube_cluster) -> None:
-    """`kubectl apply --server-side -k deploy/install`, as an operator runs it (idempotent)."""
+@pytest.fixture(scope="module", params=["deploy/install", "chart"])
+def installed(request, kube_cluster) -> Iterator[Callable[[str], client.ApiClient]]:
+    """Install the identities one way; yield `name -> client acting as that ServiceAccount`."""
+    if request.param == "chart":
+        nodes = create_fake_gpu_nodes(kube_cluster.api_client, 1, prefix="kwok-chart")
+        try:
+            install_chart(kube_cluster)
+            yield lambda name: token_client(kube_cluster, name)
+        finally:
+            uninstall_chart(kube_cluster)
+            delete_fake_nodes(kube_cluster.api_client, nodes)
+        return
+    # `kubectl apply --server-side -k deploy/install`, as an operator runs it (idempotent).
     proc = subprocess.run(
         [*kube_cluster.kubectl, "apply", "--server-side", "--field-manager=tranche-install",
          "-k", str(INSTALL)],
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    yield lambda name: as_sa(kube_cluster, name)
 
 
 def as_sa(kube_cluster, name: str) -> client.ApiClient:
@@ -91,7 +108,7 @@ def test_the_controller_reconciles_and_repairs_as_its_service_account(
     installed, tenant, kube_cluster
 ) -> None:
     tenant.order(CLASS, 2)
-    api = as_sa(kube_cluster, "tranche-controller")
+    api = installed("tranche-controller")
     ns, admin = tenant.namespace, kube_cluster.api_client
     # Written from scratch by the controller: the tenant role holds rights it lacks (escalate).
     for role in TENANT_ROLES:
@@ -149,7 +166,7 @@ def test_the_controller_reconciles_and_repairs_as_its_service_account(
 
 
 def test_the_watcher_lists_and_watches_and_writes_nothing(installed, kube_cluster) -> None:
-    api = as_sa(kube_cluster, "tranche-watcher")
+    api = installed("tranche-watcher")
     core, resource = client.CoreV1Api(api), client.ResourceV1Api(api)
     core.list_pod_for_all_namespaces(limit=1)
     core.list_event_for_all_namespaces(limit=1)
@@ -164,7 +181,7 @@ def test_the_node_agent_publishes_reads_claims_and_asks_whose_pod(
     installed, kube_cluster, fake_gpu_nodes, make_namespace
 ) -> None:
     (node,) = fake_gpu_nodes(1)
-    api = as_sa(kube_cluster, "tranche-agent")
+    api = installed("tranche-agent")
     publisher = SlicePublisher(api, node)
     assert publisher.publish([v100(0), v100(1)]) is True
     slices = client.ResourceV1Api(kube_cluster.api_client).list_resource_slice(

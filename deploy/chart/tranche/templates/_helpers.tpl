@@ -1,0 +1,85 @@
+{{/* Names, labels, image references and the environment every Tranche process shares. */}}
+
+{{- define "tranche.labels" -}}
+app.kubernetes.io/name: tranche
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: tranche
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end }}
+
+{{- define "tranche.selector" -}}
+app.kubernetes.io/name: tranche
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+
+{{- define "tranche.image" -}}
+{{ printf "%s/%s:%s" .root.Values.image.registry .name (.root.Values.image.tag | default .root.Chart.AppVersion) }}
+{{- end }}
+
+{{- define "tranche.secretName" -}}
+{{ .Values.existingSecret | default (printf "%s-secrets" .Release.Name) }}
+{{- end }}
+
+{{- define "tranche.portalService" -}}
+{{ printf "%s-portal" .Release.Name }}
+{{- end }}
+
+{{/* Settings come from the environment (portal/settings.py); secrets as *_FILE. */}}
+{{- define "tranche.env" -}}
+{{- $dev := eq .Values.mode "development" -}}
+- {name: TRANCHE_DEBUG, value: {{ ternary "1" "0" $dev | quote }}}
+- {name: TRANCHE_SECRET_KEY_FILE, value: /etc/tranche/secrets/secret-key}
+- {name: TRANCHE_ALLOWED_HOSTS, value: {{ join "," (append .Values.portal.allowedHosts (include "tranche.portalService" .)) | quote }}}
+{{- with .Values.portal.csrfTrustedOrigins }}
+- {name: TRANCHE_CSRF_TRUSTED_ORIGINS, value: {{ join "," . | quote }}}
+{{- end }}
+- {name: TRANCHE_DB_HOST, value: {{ .Values.database.host | default (ternary "postgresql" "" $dev) | quote }}}
+- {name: TRANCHE_DB_PORT, value: {{ .Values.database.port | quote }}}
+- {name: TRANCHE_DB_NAME, value: {{ .Values.database.name | quote }}}
+- {name: TRANCHE_DB_USER, value: {{ .Values.database.user | quote }}}
+- {name: TRANCHE_DB_CONN_MAX_AGE, value: {{ .Values.database.connMaxAge | quote }}}
+- {name: TRANCHE_DB_PASSWORD_FILE, value: /etc/tranche/secrets/db-password}
+- {name: TRANCHE_REDIS_URL_FILE, value: /etc/tranche/secrets/redis-url}
+- {name: TRANCHE_STATE_DIR, value: /tmp/tranche}
+- {name: TRANCHE_LOG_LEVEL, value: {{ .Values.logLevel | quote }}}
+{{- end }}
+
+{{/* A read-only root filesystem: /tmp is the one writable place; secrets are files. */}}
+{{- define "tranche.volumes" -}}
+- name: tmp
+  emptyDir: {medium: Memory, sizeLimit: 64Mi}
+- name: secrets
+  secret:
+    secretName: {{ include "tranche.secretName" . }}
+{{- end }}
+
+{{- define "tranche.volumeMounts" -}}
+- {name: tmp, mountPath: /tmp}
+- {name: secrets, mountPath: /etc/tranche/secrets, readOnly: true}
+{{- end }}
+
+{{- define "tranche.podSecurity" -}}
+runAsNonRoot: true
+runAsUser: 10001
+runAsGroup: 10001
+fsGroup: 10001
+seccompProfile: {type: RuntimeDefault}
+{{- end }}
+
+{{- define "tranche.containerSecurity" -}}
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+capabilities: {drop: [ALL]}
+{{- end }}
+
+{{/* Probes ask with a host the portal accepts (Django refuses unknown Host headers). */}}
+{{- define "tranche.probe" -}}
+httpGet:
+  path: {{ .path }}
+  port: http
+  httpHeaders:
+    - {name: Host, value: {{ include "tranche.portalService" .root }}}
+{{- end }}

@@ -1,0 +1,1 @@
+"""Container images built without a container daemon (`make images`); see build.py."""

@@ -1,0 +1,153 @@
+"""The Helm chart: lint-clean, its schema refuses bad values naming the field, every object it
+renders is accepted by the real API server, and `helm install` brings every component up (kwok
+plays the nodes) with the hardening the chart promises."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from deploy.devcluster.nodes import create_fake_gpu_nodes, delete_fake_nodes
+from deploy.tools.build import ensure_helm
+from tests.helpers.wait import wait_for
+from tests.cluster.deploy.chart import (
+    CHART,
+    NAMESPACE,
+    RELEASE,
+    helm,
+    install_chart,
+    uninstall_chart,
+)
+
+PRODUCTION = ["-f", str(CHART / "values-production.yaml")]
+VALUE_SETS = {"defaults": [], "production": PRODUCTION}
+
+
+def offline_helm(*args: str) -> subprocess.CompletedProcess:
+    """helm without a cluster (lint, template)."""
+    cmd = [str(ensure_helm()), *args]
+    return subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=120)
+
+
+def render(values: list[str]) -> str:
+    proc = offline_helm("template", RELEASE, str(CHART), "-n", NAMESPACE,
+                        "--kube-version", "1.37.2", *values)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+@pytest.mark.parametrize("values", VALUE_SETS.values(), ids=VALUE_SETS.keys())
+def test_helm_lint_is_clean(values) -> None:
+    proc = offline_helm("lint", "--strict", "-n", NAMESPACE, str(CHART), *values)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 0, output
+    assert "[WARNING]" not in output
+    assert "[ERROR]" not in output
+
+
+@pytest.mark.parametrize(
+    ("values", "field", "says"),
+    [
+        (["--set", "mode=production", "--set", "database.host="], "/database/host",
+         "minLength"),
+        ([*PRODUCTION, "--set", "database.host=null"], "/database", "missing property 'host'"),
+        (["--set-string", "portal.replicas=three"], "/portal/replicas", "want integer"),
+        (["--set", "colour=blue"], "colour", "not allowed"),
+        (["--set", "watcher.replicas=2"], "/watcher/replicas", "value must be one of"),
+    ],
+    ids=["production-empty-db-host", "production-no-db-host", "replicas-not-a-number",
+         "unknown-top-level-key", "two-watchers"],
+)  # fmt: skip
+def test_the_values_schema_refuses_bad_values_naming_the_field(values, field, says) -> None:
+    proc = offline_helm("template", RELEASE, str(CHART), "-n", NAMESPACE,
+                        "--kube-version", "1.37.2", *values)  # fmt: skip
+    assert proc.returncode != 0, f"accepted {values}"
+    assert field in proc.stderr, proc.stderr
+    assert says in proc.stderr, proc.stderr
+
+
+def test_the_chart_refuses_another_namespace() -> None:
+    proc = offline_helm("template", RELEASE, str(CHART), "-n", "tranche")
+    assert proc.returncode != 0
+    assert "install Tranche into tranche-system" in proc.stderr
+
+
+@pytest.mark.parametrize("values", VALUE_SETS.values(), ids=VALUE_SETS.keys())
+def test_the_api_server_accepts_every_rendered_object(kube_cluster, values) -> None:
+    core = client.CoreV1Api(kube_cluster.api_client)
+    try:
+        core.create_namespace({"metadata": {"name": NAMESPACE}})
+    except ApiException as exc:
+        if exc.status != 409:
+            raise
+    manifest = render(values)
+    proc = subprocess.run(
+        [*kube_cluster.kubectl, "apply", "--dry-run=server", "-f", "-"],
+        input=manifest, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    accepted = [line for line in proc.stdout.splitlines() if "(server dry run)" in line]
+    assert len(accepted) == manifest.count("\nkind: ") + manifest.startswith("kind: ")
+
+
+@pytest.fixture
+def chart_release(kube_cluster):
+    nodes = create_fake_gpu_nodes(kube_cluster.api_client, 1, prefix="kwok-chart")
+    try:
+        yield install_chart(kube_cluster)
+    finally:
+        uninstall_chart(kube_cluster)
+        delete_fake_nodes(kube_cluster.api_client, nodes)
+
+
+def test_helm_install_brings_every_component_up(kube_cluster, chart_release) -> None:
+    admin = kube_cluster.api_client
+    apps = client.AppsV1Api(admin)
+    status = helm(kube_cluster, "status", RELEASE, "-n", NAMESPACE).stdout
+    assert "STATUS: deployed" in status
+    deployments = {d.metadata.name: d for d in apps.list_namespaced_deployment(NAMESPACE).items}
+    assert set(deployments) == {f"{RELEASE}-{c}" for c in ("portal", "worker", "beat", "watcher")}
+    for name, deployment in deployments.items():
+        assert deployment.status.ready_replicas == deployment.spec.replicas, name
+        pod = deployment.spec.template.spec
+        assert pod.security_context.run_as_non_root is True, name
+        assert pod.containers[0].security_context.read_only_root_filesystem is True, name
+    assert deployments[f"{RELEASE}-beat"].spec.replicas == 1
+    assert deployments[f"{RELEASE}-watcher"].spec.strategy.type == "Recreate"
+    accounts = {n: d.spec.template.spec.service_account_name for n, d in deployments.items()}
+    assert accounts[f"{RELEASE}-worker"] == "tranche-controller"
+    assert accounts[f"{RELEASE}-watcher"] == "tranche-watcher"
+    portal = deployments[f"{RELEASE}-portal"].spec.template.spec.containers[0]
+    assert portal.liveness_probe.http_get.path == "/healthz"
+    assert portal.readiness_probe.http_get.path == "/readyz"
+
+    agents = apps.read_namespaced_daemon_set(f"{RELEASE}-node-agent", NAMESPACE)
+    wait_for(
+        lambda: (
+            (agents := apps.read_namespaced_daemon_set(f"{RELEASE}-node-agent", NAMESPACE))
+            and agents.status.number_ready >= 1
+        ),
+        60,
+        "a node agent ready on the kwok GPU node",
+    )
+    assert agents.spec.template.spec.service_account_name == "tranche-agent"
+    assert agents.spec.template.spec.host_pid is True  # the backstop is on by default
+
+    # The pre-install hooks ran: migrations succeeded (then deleted), the Secret was made.
+    events = client.CoreV1Api(admin).list_namespaced_event(NAMESPACE).items
+    assert any(e.involved_object.name == f"{RELEASE}-migrate" and e.reason == "Completed"
+               for e in events), "the migrations Job never completed"  # fmt: skip
+    client.CoreV1Api(admin).read_namespaced_secret(f"{RELEASE}-secrets", NAMESPACE)
+    policies = client.NetworkingV1Api(admin).list_namespaced_network_policy(NAMESPACE).items
+    assert {p.metadata.name for p in policies} == {f"{RELEASE}-portal", f"{RELEASE}-no-ingress"}
+    budgets = client.PolicyV1Api(admin).list_namespaced_pod_disruption_budget(NAMESPACE).items
+    assert {b.metadata.name for b in budgets} == {f"{RELEASE}-portal", f"{RELEASE}-worker"}
+
+    # An upgrade runs the migrations again and keeps the generated secret key.
+    key = client.CoreV1Api(admin).read_namespaced_secret(f"{RELEASE}-secrets", NAMESPACE)
+    install_chart(kube_cluster)
+    again = client.CoreV1Api(admin).read_namespaced_secret(f"{RELEASE}-secrets", NAMESPACE)
+    assert again.data["secret-key"] == key.data["secret-key"]

@@ -4,7 +4,7 @@ Tenants manage workloads and claims, read pods, logs and events; they get no exe
 write on quotas, limit ranges, claim templates (create only, checked by policy), roles or policies.
 One ClusterRole bound per namespace (not a Role per namespace) lets the controller run with
 `bind` on that one role instead of holding every tenant permission cluster-wide itself
-(deploy/install/rbac.yaml).
+(deploy/chart/tranche/rbac/rbac.yaml).
 """
 
 from __future__ import annotations

@@ -5,6 +5,7 @@ The process exits only on SIGTERM/SIGINT; every transient error is retried insid
 
 from __future__ import annotations
 
+import argparse
 import logging
 import os
 import signal
@@ -14,6 +15,8 @@ import django
 
 
 def main() -> None:
+    # No options; `--help` says what this runs instead of starting to watch (the image test).
+    argparse.ArgumentParser(prog="python -m controller.watch", description=__doc__).parse_args()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"

@@ -1,0 +1,83 @@
+"""The images tier: build both images twice from this commit, unpack them, run them in a chroot.
+
+`built` builds into two fresh folders (the second build starts from nothing as well: no cached
+root filesystem) and yields both reports. `rootfs(image)` unpacks an image's layers, in
+order, into a folder, the way a container runtime does (our layers hold no whiteouts).
+`run_in(root, argv, env)` runs argv as the image's user in that root filesystem, mounted
+read-only, with a private /tmp, under `unshare` + `chroot`: what a pod with
+readOnlyRootFilesystem and an emptyDir on /tmp gets.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from deploy.images.build import REPO, build_images
+
+
+@pytest.fixture(scope="session")
+def built(tmp_path_factory) -> tuple[dict, dict, Path]:
+    if os.geteuid() != 0:
+        pytest.fail("the images tier needs root (mmdebstrap, chroot, unshare)", pytrace=False)
+    first_dir = tmp_path_factory.mktemp("first")
+    second_dir = tmp_path_factory.mktemp("second")
+    first = build_images(first_dir / "oci", first_dir / "work")
+    shutil.rmtree(first_dir / "work")
+    second = build_images(second_dir / "oci", second_dir / "work")
+    shutil.rmtree(second_dir / "work")
+    return first, second, first_dir / "oci"
+
+
+def _blob(layout: Path, digest: str) -> Path:
+    return layout / "blobs" / "sha256" / digest.split(":", 1)[1]
+
+
+def image_config(layout: Path, manifest_digest: str) -> dict:
+    manifest = json.loads(_blob(layout, manifest_digest).read_text())
+    return json.loads(_blob(layout, manifest["config"]["digest"]).read_text())
+
+
+@pytest.fixture(scope="session")
+def unpack(built, tmp_path_factory):
+    first, _, layout = built
+    roots: dict[str, Path] = {}
+
+    def _unpack(image: str) -> tuple[Path, dict]:
+        manifest_digest = first[image]["manifest"]
+        if image not in roots:
+            root = tmp_path_factory.mktemp(image)
+            manifest = json.loads(_blob(layout, manifest_digest).read_text())
+            for layer in manifest["layers"]:
+                with tarfile.open(_blob(layout, layer["digest"]), "r:gz") as tar:
+                    # Our own layers: absolute symlinks (/etc/alternatives) must stay as they are.
+                    tar.extractall(root, filter="fully_trusted")  # noqa: S202
+            roots[image] = root
+        return roots[image], image_config(layout, manifest_digest)
+
+    return _unpack
+
+
+def run_in(root: Path, config: dict, argv: list[str], extra_env: dict[str, str] | None = None):
+    """Run argv (after the image's entrypoint) as the image's user, root filesystem read-only."""
+    env = dict(item.split("=", 1) for item in config["config"]["Env"])
+    env.update(extra_env or {})
+    user = config["config"]["User"]
+    workdir = config["config"]["WorkingDir"]
+    command = [*config["config"]["Entrypoint"], *argv]
+    script = (
+        'set -e; R="$1"; shift; mount --bind "$R" "$R"; mount -o remount,bind,ro "$R"; '
+        'mount -t tmpfs tmpfs "$R/tmp"; mount -t proc proc "$R/proc"; '
+        f'exec chroot --userspec={user} "$R" /bin/sh -c \'cd {workdir} && exec "$@"\' sh "$@"'
+    )
+    return subprocess.run(
+        ["unshare", "--mount", "--pid", "--fork", "sh", "-c", script, "sh", str(root), *command],
+        env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", **env},
+        capture_output=True, text=True, timeout=120, check=False, cwd=REPO,
+    )  # fmt: skip

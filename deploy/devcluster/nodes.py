@@ -20,9 +20,10 @@ from tranche.names import DOMAIN
 
 GPU_MODEL_LABEL = f"{DOMAIN}/gpu-model"
 GPU_COUNT_LABEL = f"{DOMAIN}/gpu-count"
-# The label NVIDIA's GPU feature discovery sets; kept so selectors written for
-# real clusters also match the fake nodes.
+# Labels NVIDIA's GPU feature discovery sets; kept so selectors written for
+# real clusters (the chart's node-agent DaemonSet) also match the fake nodes.
 NVIDIA_PRODUCT_LABEL = "nvidia.com/gpu.product"
+NVIDIA_PRESENT_LABEL = "nvidia.com/gpu.present"
 
 
 def label_value(text: str) -> str:
@@ -49,6 +50,7 @@ def fake_node_manifest(name: str, gpu_model: str, gpus_per_node: int = 1) -> dic
                 GPU_MODEL_LABEL: model,
                 GPU_COUNT_LABEL: str(gpus_per_node),
                 NVIDIA_PRODUCT_LABEL: model,
+                NVIDIA_PRESENT_LABEL: "true",
             },
             "annotations": {"node.alpha.kubernetes.io/ttl": "0", key: value},
         },

@@ -37,9 +37,11 @@ REPO = Path(__file__).resolve().parents[2]
 SUITE = "bookworm"
 MIRROR = os.environ.get("TRANCHE_DEBIAN_MIRROR", "http://deb.debian.org/debian")
 # python3 is the runtime; ca-certificates for TLS to PostgreSQL/Redis/the API server.
-# usr-is-merged satisfies init-system-helpers' "usrmerge | usr-is-merged" without usrmerge,
-# which would pull in perl (46 MB) for a conversion the bookworm layout never needs.
+# usr-is-merged stands in for usrmerge (init-system-helpers wants one of the two), which the
+# essential set brings with perl (46 MB) for a /usr conversion this fresh layout never needs.
 DEBIAN_PACKAGES = ("python3", "ca-certificates", "usr-is-merged")
+PURGED = ("usrmerge", "libfile-find-rule-perl", "libnumber-compare-perl", "libtext-glob-perl",
+          "perl", "libperl5.36", "perl-modules-5.36")  # fmt: skip
 # Documentation, man pages and translations are never read in a container.
 DPKG_EXCLUDES = ("/usr/share/doc/*", "/usr/share/man/*", "/usr/share/locale/*",
                  "/usr/share/info/*", "/usr/share/lintian/*")  # fmt: skip
@@ -112,7 +114,10 @@ def shipped_files() -> list[str]:
 
 def build_debian(rootfs: Path, source: Source) -> None:
     passwd = f"tranche:x:{USER_ID}:{USER_ID}:Tranche:/nonexistent:/usr/sbin/nologin"
-    hook = f'echo "{passwd}" >> "$1/etc/passwd" && echo "tranche:x:{USER_ID}:" >> "$1/etc/group"'
+    hook = (
+        f'echo "{passwd}" >> "$1/etc/passwd" && echo "tranche:x:{USER_ID}:" >> "$1/etc/group"'
+        f' && chroot "$1" dpkg --purge {" ".join(PURGED)}'
+    )
     cmd = [
         "mmdebstrap", "--mode=root", "--variant=essential", "--format=directory",
         f"--include={','.join(DEBIAN_PACKAGES)}",
@@ -140,11 +145,11 @@ def prune_python(lib: Path) -> None:
     """Drop what no Tranche process loads (~110 MB of 350): each rule says why it is safe.
 
     - kubernetes/aio: the client's asyncio twin; Tranche uses the synchronous client only.
-    - */tests: packages' own test suites (plural `tests` only: `django/test` is runtime code).
+    - */tests and twisted's */test: test suites (`django/test` is runtime code and stays).
     - gettext sources (*.po): only the compiled *.mo are read.
     - translations other than English: no LocaleMiddleware; LANGUAGE_CODE is en-us.
     """
-    doomed = [lib / "kubernetes" / "aio", *lib.rglob("tests")]
+    doomed = [lib / "kubernetes" / "aio", *lib.rglob("tests"), *(lib / "twisted").rglob("test")]
     doomed += [d for d in lib.rglob("locale/*") if d.is_dir() and not d.name.startswith("en")]
     for path in doomed:
         if path.is_dir() and not path.is_symlink():

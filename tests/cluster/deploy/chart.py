@@ -21,9 +21,9 @@ CHART = REPO / "deploy" / "chart" / "tranche"
 RBAC = CHART / "rbac" / "rbac.yaml"
 NAMESPACE = "tranche-system"
 RELEASE = "tranche"
-# The devcluster's kwok nodes: GPU-labelled, no real kubelet; agents simulate their GPUs.
+# The devcluster's kwok nodes carry GPU feature discovery's labels (the default node selector
+# matches them) but no real kubelet: the agents simulate their GPUs.
 KWOK_VALUES = [
-    "--set", "nodeAgent.nodeSelector.type=kwok",
     "--set", "nodeAgent.simulate=true",
     "--set", "database.host=postgres.invalid",
 ]  # fmt: skip

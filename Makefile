@@ -80,12 +80,12 @@ chart-lint: helm
 
 # Both container images as an OCI layout under .state/images/ (needs root, no container daemon;
 # ~4-6 min on 2 cores, most of it mmdebstrap). Not part of `make test`: `make test-images`.
-images: deps native
+images: deps
 	@$(PY) -m deploy.images build
 
 # The images tier: builds twice (reproducibility) and runs each image's entry points in a
 # read-only chroot. Its own tier because it takes ~10 minutes.
-test-images: deps native
+test-images: deps
 	$(VENV)/bin/pytest -m images tests/images $(PYTEST_ARGS)
 
 bench: setup

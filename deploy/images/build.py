@@ -5,7 +5,8 @@ One root filesystem is assembled in a work folder, then cut into layers by path:
 | layer | paths | in |
 |---|---|---|
 | debian | everything from `mmdebstrap` (Debian bookworm, `essential` + python3) | both images |
-| python | `/opt/tranche/lib`: `requirements.txt` installed with pip `--target` | both |
+| python | `/opt/tranche/lib`: `requirements.txt` by pip `--target` (python.py) | both |
+| python-agent | what only the node agent imports (grpc, protobuf, NVML) | tranche-node-agent |
 | app | `/opt/tranche/app`: every top-level package git tracks, manage.py, static files | both |
 | native | `/usr/lib/tranche/libtranche.so`: the interception core | tranche-node-agent |
 
@@ -25,26 +26,29 @@ import datetime
 import os
 import shutil
 import subprocess
-import sys
 import time
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from deploy.images import python
 from deploy.images.oci import ImageSpec, Layer, Layout, tree_entries
 
 REPO = Path(__file__).resolve().parents[2]
 SUITE = "bookworm"
 MIRROR = os.environ.get("TRANCHE_DEBIAN_MIRROR", "http://deb.debian.org/debian")
-# python3 is the runtime; ca-certificates for TLS to PostgreSQL/Redis/the API server.
+# python3 is the runtime; ca-certificates for TLS to PostgreSQL/Redis/the API server; tzdata
+# for zoneinfo (kombu and Django look up "UTC" by name).
 # usr-is-merged stands in for usrmerge (init-system-helpers wants one of the two), which the
 # essential set brings with perl (46 MB) for a /usr conversion this fresh layout never needs.
-DEBIAN_PACKAGES = ("python3", "ca-certificates", "usr-is-merged")
+DEBIAN_PACKAGES = ("python3", "ca-certificates", "tzdata", "usr-is-merged")
 PURGED = ("usrmerge", "libfile-find-rule-perl", "libnumber-compare-perl", "libtext-glob-perl",
           "perl", "libperl5.36", "perl-modules-5.36")  # fmt: skip
-# Documentation, man pages and translations are never read in a container.
+# Documentation, man pages and translations are never read in a container; glibc's iconv
+# modules (gconv, 9 MB) neither: Python decodes with its own codecs.
 DPKG_EXCLUDES = ("/usr/share/doc/*", "/usr/share/man/*", "/usr/share/locale/*",
-                 "/usr/share/info/*", "/usr/share/lintian/*")  # fmt: skip
+                 "/usr/share/info/*", "/usr/share/lintian/*",
+                 "/usr/lib/x86_64-linux-gnu/gconv/*")  # fmt: skip
 USER_ID = 10001
 APP_DIR = "opt/tranche/app"
 LIB_DIR = "opt/tranche/lib"
@@ -130,32 +134,7 @@ def build_debian(rootfs: Path, source: Source) -> None:
 
 
 def install_python(rootfs: Path) -> None:
-    target = rootfs / LIB_DIR
-    # constraints.txt pins what requirements.txt pulls in, so a rebuild resolves the same set.
-    cmd = [sys.executable, "-m", "pip", "install", "--quiet", "--no-compile",
-           "--only-binary=:all:", "--target", str(target), "-r", str(REPO / "requirements.txt"),
-           "-c", str(Path(__file__).with_name("constraints.txt"))]  # fmt: skip
-    _run(cmd, "python packages (pip --target)")
-    # Console scripts carry the build host's interpreter path; the images run `python3 -m`.
-    shutil.rmtree(target / "bin", ignore_errors=True)
-    prune_python(target)
-
-
-def prune_python(lib: Path) -> None:
-    """Drop what no Tranche process loads (~110 MB of 350): each rule says why it is safe.
-
-    - kubernetes/aio: the client's asyncio twin; Tranche uses the synchronous client only.
-    - */tests and twisted's */test: test suites (`django/test` is runtime code and stays).
-    - gettext sources (*.po): only the compiled *.mo are read.
-    - translations other than English: no LocaleMiddleware; LANGUAGE_CODE is en-us.
-    """
-    doomed = [lib / "kubernetes" / "aio", *lib.rglob("tests"), *(lib / "twisted").rglob("test")]
-    doomed += [d for d in lib.rglob("locale/*") if d.is_dir() and not d.name.startswith("en")]
-    for path in doomed:
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path, ignore_errors=True)
-    for po in lib.rglob("*.po"):
-        po.unlink()
+    python.install(rootfs / LIB_DIR, REPO / "requirements.txt", _run)
 
 
 def install_app(rootfs: Path) -> None:
@@ -273,9 +252,11 @@ def build_images(out: Path, work: Path) -> dict[str, dict]:
 
     layout = Layout(out)
     epoch = source.epoch
+    agent_only = python.agent_only(rootfs / LIB_DIR, LIB_DIR)
     parts = {
         "debian": _debian_part,
-        "python": _under(LIB_DIR),
+        "python": lambda rel: _under(LIB_DIR)(rel) and not agent_only(rel),
+        "python-agent": agent_only,
         "app": _under(APP_DIR),
         "native": _under(NATIVE_DIR),
     }
@@ -285,8 +266,10 @@ def build_images(out: Path, work: Path) -> dict[str, dict]:
         layers[name] = layout.write_layer(name, tree_entries(rootfs, include), epoch)
         took = time.monotonic() - started
         print(f"[images] layer {name}: {layers[name].digest} ({took:.0f}s)", flush=True)
-    members = {"tranche": ["debian", "python", "app"],
-               "tranche-node-agent": ["debian", "python", "app", "native"]}  # fmt: skip
+    members = {
+        "tranche": ["debian", "python", "app"],
+        "tranche-node-agent": ["debian", "python", "python-agent", "app", "native"],
+    }
     report: dict[str, dict] = {}
     for image, spec in _specs(source).items():
         chosen = [layers[name] for name in members[image]]

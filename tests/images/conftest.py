@@ -21,6 +21,9 @@ import pytest
 
 from deploy.images.build import REPO, build_images
 
+# The image's PATH replaces the host's below: name the host tools by their full path.
+CHROOT = shutil.which("chroot") or "/usr/sbin/chroot"
+
 
 @pytest.fixture(scope="session")
 def built(tmp_path_factory) -> tuple[dict, dict, Path]:
@@ -53,6 +56,7 @@ def unpack(built, tmp_path_factory):
         manifest_digest = first[image]["manifest"]
         if image not in roots:
             root = tmp_path_factory.mktemp(image)
+            root.chmod(0o755)  # a runtime's root is world-readable; mktemp's is 0700
             manifest = json.loads(_blob(layout, manifest_digest).read_text())
             for layer in manifest["layers"]:
                 with tarfile.open(_blob(layout, layer["digest"]), "r:gz") as tar:
@@ -74,7 +78,7 @@ def run_in(root: Path, config: dict, argv: list[str], extra_env: dict[str, str] 
     script = (
         'set -e; R="$1"; shift; mount --bind "$R" "$R"; mount -o remount,bind,ro "$R"; '
         'mount -t tmpfs tmpfs "$R/tmp"; mount -t proc proc "$R/proc"; '
-        f'exec chroot --userspec={user} "$R" /bin/sh -c \'cd {workdir} && exec "$@"\' sh "$@"'
+        f'exec {CHROOT} --userspec={user} "$R" /bin/sh -c \'cd {workdir} && exec "$@"\' sh "$@"'
     )
     return subprocess.run(
         ["unshare", "--mount", "--pid", "--fork", "sh", "-c", script, "sh", str(root), *command],

@@ -93,3 +93,44 @@ def test_the_portal_image_has_no_core_and_the_root_filesystem_is_read_only(unpac
     proc = run_in(root, config, ["-c", "open('/opt/tranche/app/x', 'w')"])
     assert proc.returncode != 0
     assert "Read-only file system" in proc.stderr
+
+
+IMPORT_EVERY_MODULE = """
+import importlib, pkgutil, sys
+packages = sys.argv[1:]
+if "portal" in packages:
+    import django
+    django.setup()
+failed = []
+for package in packages:
+    root = importlib.import_module(package)
+    for info in pkgutil.walk_packages(root.__path__, package + "."):
+        if info.name.endswith("__main__"):
+            continue
+        try:
+            importlib.import_module(info.name)
+        except Exception as exc:
+            failed.append(f"{info.name}: {exc!r}")
+print("\\n".join(failed))
+sys.exit(1 if failed else 0)
+"""
+
+
+def _packages(root) -> set[str]:
+    app = root / "opt/tranche/app"
+    return {p.name for p in app.iterdir() if (p / "__init__.py").is_file()}
+
+
+def test_every_module_imports_in_the_image_that_runs_it(unpack) -> None:
+    """The portal image lacks the agent-only layer (grpc, protobuf, NVML): every module of the
+    packages it runs must import without them; every node agent module in the agent image."""
+    root, config = unpack("tranche")
+    runs = sorted(_packages(root) - {"nodeagent", "deploy"})
+    proc = run_in(root, config, ["-c", IMPORT_EVERY_MODULE, *runs], {"TRANCHE_DEBUG": "1"})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert not (root / "opt/tranche/lib/grpc").exists()
+
+    root, config = unpack("tranche-node-agent")
+    runs = sorted(_packages(root) - {"portal", "controller", "deploy"})
+    proc = run_in(root, config, ["-c", IMPORT_EVERY_MODULE, *runs])
+    assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -38,10 +38,10 @@ REPO = Path(__file__).resolve().parents[2]
 SUITE = "bookworm"
 MIRROR = os.environ.get("TRANCHE_DEBIAN_MIRROR", "http://deb.debian.org/debian")
 # python3 is the runtime; ca-certificates for TLS to PostgreSQL/Redis/the API server; tzdata
-# for zoneinfo (kombu and Django look up "UTC" by name).
+# for zoneinfo (kombu and Django look up "UTC" by name); libstdc++6 for grpc's extension.
 # usr-is-merged stands in for usrmerge (init-system-helpers wants one of the two), which the
 # essential set brings with perl (46 MB) for a /usr conversion this fresh layout never needs.
-DEBIAN_PACKAGES = ("python3", "ca-certificates", "tzdata", "usr-is-merged")
+DEBIAN_PACKAGES = ("python3", "ca-certificates", "tzdata", "libstdc++6", "usr-is-merged")
 PURGED = ("usrmerge", "libfile-find-rule-perl", "libnumber-compare-perl", "libtext-glob-perl",
           "perl", "libperl5.36", "perl-modules-5.36")  # fmt: skip
 # Documentation, man pages and translations are never read in a container; glibc's iconv
@@ -216,11 +216,12 @@ def _specs(source: Source) -> dict[str, ImageSpec]:
     ]
     return {
         "tranche": ImageSpec(
-            name=IMAGE_PREFIX, tag=source.tag, cmd=portal_cmd,
+            name=IMAGE_PREFIX, tag=source.tag, aliases=(source.version,), cmd=portal_cmd,
             labels={**labels, "org.opencontainers.image.title": "tranche"}, **common,
         ),
         "tranche-node-agent": ImageSpec(
-            name=f"{IMAGE_PREFIX}-node-agent", tag=source.tag, cmd=["-m", "nodeagent", "run"],
+            name=f"{IMAGE_PREFIX}-node-agent", tag=source.tag, aliases=(source.version,),
+            cmd=["-m", "nodeagent", "run"],
             labels={**labels, "org.opencontainers.image.title": "tranche-node-agent"}, **common,
         ),
     }  # fmt: skip

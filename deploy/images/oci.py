@@ -52,6 +52,7 @@ class ImageSpec:
     env: list[str]
     workdir: str
     labels: dict[str, str] = field(default_factory=dict)
+    aliases: tuple[str, ...] = ()
 
 
 def _json_bytes(doc: dict) -> bytes:
@@ -132,13 +133,16 @@ class Layout:
             },
         }
         manifest_bytes = _json_bytes(manifest)
-        descriptor = {
-            "mediaType": MEDIA_MANIFEST,
-            "digest": self.put_blob(manifest_bytes),
-            "size": len(manifest_bytes),
-            "annotations": {"org.opencontainers.image.ref.name": f"{spec.name}:{spec.tag}"},
-        }
-        self.manifests.append(descriptor)
+        digest = self.put_blob(manifest_bytes)
+        # One index entry per reference: `<name>:<version>-<revision>` and `<name>:<version>`.
+        for tag in (spec.tag, *spec.aliases):
+            descriptor = {
+                "mediaType": MEDIA_MANIFEST,
+                "digest": digest,
+                "size": len(manifest_bytes),
+                "annotations": {"org.opencontainers.image.ref.name": f"{spec.name}:{tag}"},
+            }
+            self.manifests.append(descriptor)
         index = {"schemaVersion": 2, "mediaType": MEDIA_INDEX, "manifests": self.manifests}
         (self.root / "index.json").write_bytes(_json_bytes(index))
         return descriptor

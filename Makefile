@@ -53,9 +53,10 @@ lint: deps
 imports: deps
 	$(VENV)/bin/lint-imports
 
-# The control plane is built before pytest starts: a cold build takes minutes, longer than any
-# one test's timeout. A failed build fails the run (the cluster tier is never skipped silently).
-pytest: setup native-sanitize cluster-build
+# The control plane and helm are built before pytest starts: a cold build takes minutes, longer
+# than any one test's timeout. A failed build fails the run (the cluster tier is never skipped
+# silently).
+pytest: setup native-sanitize cluster-build helm
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
 test: lint imports pytest

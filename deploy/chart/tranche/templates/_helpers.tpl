@@ -32,7 +32,11 @@ app.kubernetes.io/component: {{ .component }}
 {{- $dev := eq .Values.mode "development" -}}
 - {name: TRANCHE_DEBUG, value: {{ ternary "1" "0" $dev | quote }}}
 - {name: TRANCHE_SECRET_KEY_FILE, value: /etc/tranche/secrets/secret-key}
-- {name: TRANCHE_ALLOWED_HOSTS, value: {{ join "," (append .Values.portal.allowedHosts (include "tranche.portalService" .)) | quote }}}
+{{- /* Besides the public names: the Service's in-cluster names, which the probes and the node
+agents (their websocket origin is the URL they dial) use. */}}
+{{- $svc := include "tranche.portalService" . }}
+{{- $internal := list $svc (printf "%s.%s.svc" $svc .Release.Namespace) }}
+- {name: TRANCHE_ALLOWED_HOSTS, value: {{ join "," (concat .Values.portal.allowedHosts $internal) | quote }}}
 {{- with .Values.portal.csrfTrustedOrigins }}
 - {name: TRANCHE_CSRF_TRUSTED_ORIGINS, value: {{ join "," . | quote }}}
 {{- end }}

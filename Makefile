@@ -87,7 +87,7 @@ images: deps
 # The images tier: builds twice (reproducibility) and runs each image's entry points in a
 # read-only chroot. Its own tier because it takes ~10 minutes.
 test-images: deps
-	$(VENV)/bin/pytest -m images tests/images $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -m images --basetemp=.state/images/pytest tests/images $(PYTEST_ARGS)
 
 bench: setup
 	@for b in bench/*.py; do echo "== $$b"; $(PY) $$b; done

@@ -147,7 +147,9 @@ def install_app(rootfs: Path) -> None:
 
 def _chroot_python(rootfs: Path, args: list[str], step: str, env: dict[str, str]) -> None:
     base = {"PATH": "/usr/bin:/bin", "PYTHONPATH": f"/{APP_DIR}:/{LIB_DIR}",
-            "PYTHONHASHSEED": "0", "HOME": "/nonexistent"}  # fmt: skip
+            "PYTHONHASHSEED": "0", "HOME": "/nonexistent",
+            # collectstatic must not leave mtime-stamped pycs for compileall to keep.
+            "PYTHONDONTWRITEBYTECODE": "1"}  # fmt: skip
     chroot = shutil.which("chroot") or "/usr/sbin/chroot"
     _run([chroot, str(rootfs), "/usr/bin/python3", *args], step, env={**base, **env})
 
@@ -161,7 +163,9 @@ def finish_app(rootfs: Path, source: Source) -> None:
     manage = f"/{APP_DIR}/manage.py"
     _chroot_python(rootfs, [manage, "collectstatic", "--noinput", "-v0"], "collectstatic",
                    build_only)  # fmt: skip
-    compile_args = ["-m", "compileall", "-q", "-j0", "--invalidation-mode", "unchecked-hash"]
+    # -f: recompile whatever exists, so every pyc is hash-based (pip's files carry build-time
+    # mtimes; a timestamp pyc would differ between two builds of the same commit).
+    compile_args = ["-m", "compileall", "-q", "-f", "-j0", "--invalidation-mode", "unchecked-hash"]
     _chroot_python(rootfs, [*compile_args, f"/{LIB_DIR}", f"/{APP_DIR}"], "byte-compile", {})
     del source
 

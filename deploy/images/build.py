@@ -5,8 +5,9 @@ One root filesystem is assembled in a work folder, then cut into layers by path:
 | layer | paths | in |
 |---|---|---|
 | debian | everything from `mmdebstrap` (Debian bookworm, `essential` + python3) | both images |
-| python | `/opt/tranche/lib`: `requirements.txt` by pip `--target` (python.py) | both |
-| python-agent | what only the node agent imports (grpc, protobuf, NVML) | tranche-node-agent |
+| python | `/opt/tranche/lib`: `requirements.txt` by pip `--target`, what both need | both |
+| python-portal | packages only portal/worker/beat/watcher need (Django, Celery, ...) | tranche |
+| python-agent | packages only the node agent needs (grpc, protobuf, NVML) | tranche-node-agent |
 | app | `/opt/tranche/app`: every top-level package git tracks, manage.py, static files | both |
 | native | `/usr/lib/tranche/libtranche.so`: the interception core | tranche-node-agent |
 
@@ -257,11 +258,12 @@ def build_images(out: Path, work: Path) -> dict[str, dict]:
 
     layout = Layout(out)
     epoch = source.epoch
-    agent_only = python.agent_only(rootfs / LIB_DIR, LIB_DIR)
+    by_image = python.split_by_image(rootfs / LIB_DIR, REPO / "requirements.txt", LIB_DIR)
     parts = {
         "debian": _debian_part,
-        "python": lambda rel: _under(LIB_DIR)(rel) and not agent_only(rel),
-        "python-agent": agent_only,
+        "python": by_image["common"],
+        "python-portal": by_image["portal"],
+        "python-agent": by_image["agent"],
         "app": _under(APP_DIR),
         "native": _under(NATIVE_DIR),
     }
@@ -272,7 +274,7 @@ def build_images(out: Path, work: Path) -> dict[str, dict]:
         took = time.monotonic() - started
         print(f"[images] layer {name}: {layers[name].digest} ({took:.0f}s)", flush=True)
     members = {
-        "tranche": ["debian", "python", "app"],
+        "tranche": ["debian", "python", "python-portal", "app"],
         "tranche-node-agent": ["debian", "python", "python-agent", "app", "native"],
     }
     report: dict[str, dict] = {}

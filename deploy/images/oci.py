@@ -80,7 +80,8 @@ class Layout:
         with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
             for host, arcname in paths:
                 info = tar.gettarinfo(str(host), arcname)
-                info.mtime = min(int(info.mtime), epoch)
+                # Every entry gets the commit's time: checkout times differ between clones.
+                info.mtime = epoch
                 info.uname = info.gname = ""
                 if info.isreg():
                     with host.open("rb") as handle:

@@ -1,7 +1,7 @@
 """The images tier: build both images twice from this commit, unpack them, run them in a chroot.
 
-`built` builds into two fresh folders (the second build starts from nothing as well: no cached
-root filesystem) and yields both reports. `rootfs(image)` unpacks an image's layers, in
+`built` builds in this working tree and again from a fresh clone elsewhere (each from nothing:
+no cached root filesystem) and yields both reports. `rootfs(image)` unpacks an image's layers, in
 order, into a folder, the way a container runtime does (our layers hold no whiteouts).
 `run_in(root, argv, env)` runs argv as the image's user in that root filesystem, mounted
 read-only, with a private /tmp, under `unshare` + `chroot`: what a pod with
@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tarfile
 from pathlib import Path
 
@@ -25,16 +26,44 @@ from deploy.images.build import REPO, build_images
 CHROOT = shutil.which("chroot") or "/usr/sbin/chroot"
 
 
+def _clone(dest: Path) -> Path:
+    """A fresh clone of this commit plus the working tree's uncommitted changes, if any.
+
+    Its files are checked out now, in another folder: what a CI runner or an operator has.
+    The repository's .venv is linked in (pip and the C headers come from there).
+    """
+
+    def git(*args: str, cwd: Path = REPO, **kw) -> subprocess.CompletedProcess:
+        return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, **kw)
+
+    git("clone", "--quiet", "--no-hardlinks", str(REPO), str(dest))
+    git("checkout", "--quiet", git("rev-parse", "HEAD", text=True).stdout.strip(), cwd=dest)
+    diff = git("diff", "HEAD", "--binary").stdout
+    if diff:
+        subprocess.run(["git", "apply", "-"], cwd=dest, input=diff, check=True)
+    (dest / ".venv").symlink_to(REPO / ".venv")
+    return dest
+
+
 @pytest.fixture(scope="session")
 def built(tmp_path_factory) -> tuple[dict, dict, Path]:
+    """Build in this working tree, then again from a fresh clone of the same commit."""
     if os.geteuid() != 0:
         pytest.fail("the images tier needs root (mmdebstrap, chroot, unshare)", pytrace=False)
     first_dir = tmp_path_factory.mktemp("first")
-    second_dir = tmp_path_factory.mktemp("second")
     first = build_images(first_dir / "oci", first_dir / "work")
     shutil.rmtree(first_dir / "work")
-    second = build_images(second_dir / "oci", second_dir / "work")
+    second_dir = tmp_path_factory.mktemp("second")
+    clone = _clone(second_dir / "clone")
+    proc = subprocess.run(
+        [sys.executable, "-m", "deploy.images", "build", "--out", str(second_dir / "oci"),
+         "--work", str(second_dir / "work")],
+        cwd=clone, env={**os.environ, "PYTHONPATH": str(clone)},
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     shutil.rmtree(second_dir / "work")
+    second = json.loads((second_dir / "images.json").read_text())
     return first, second, first_dir / "oci"
 
 

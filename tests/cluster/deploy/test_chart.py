@@ -12,7 +12,6 @@ from kubernetes.client.rest import ApiException
 
 from deploy.devcluster.nodes import create_fake_gpu_nodes, delete_fake_nodes
 from deploy.tools.build import ensure_helm
-from tests.helpers.wait import wait_for
 from tests.cluster.deploy.chart import (
     CHART,
     NAMESPACE,
@@ -21,6 +20,7 @@ from tests.cluster.deploy.chart import (
     install_chart,
     uninstall_chart,
 )
+from tests.helpers.wait import wait_for
 
 PRODUCTION = ["-f", str(CHART / "values-production.yaml")]
 VALUE_SETS = {"defaults": [], "production": PRODUCTION}

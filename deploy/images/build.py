@@ -118,6 +118,13 @@ def shipped_files() -> list[str]:
 
 
 def build_debian(rootfs: Path, source: Source) -> None:
+    if not shutil.which("mmdebstrap"):
+        raise ImageBuildError(
+            "mmdebstrap is not installed: the images' root filesystem is built with it "
+            "(apt-get install mmdebstrap, Debian 12 and later)"
+        )
+    if os.geteuid() != 0:
+        raise ImageBuildError("run as root: mmdebstrap's root mode and chroot need it")
     passwd = f"tranche:x:{USER_ID}:{USER_ID}:Tranche:/nonexistent:/usr/sbin/nologin"
     hook = (
         f'echo "{passwd}" >> "$1/etc/passwd" && echo "tranche:x:{USER_ID}:" >> "$1/etc/group"'

@@ -20,9 +20,13 @@ def healthz(request: HttpRequest) -> JsonResponse:
 @never_cache
 def readyz(request: HttpRequest) -> JsonResponse:
     """200 when PostgreSQL and Redis answer and no worker/beat/watcher heartbeat is stale, else
-    503 with a message naming what is down or stale."""
+    503 with a message naming what is down or stale.
+
+    `?scope=portal` checks only what this portal process needs to serve pages (PostgreSQL,
+    Redis): the chart's readiness probe uses it, so a stale watcher being rescheduled does not take
+    every portal replica out of its Service while the pages themselves work."""
     checks = {"database": check_database(), "redis": check_redis()}
-    if checks["database"][0]:
+    if checks["database"][0] and request.GET.get("scope") != "portal":
         checks["processes"] = check_processes()
     ready = all(ok for ok, _ in checks.values())
     body = {

@@ -36,6 +36,18 @@ def test_readyz_names_a_stale_watcher(client, settings) -> None:
     assert re.fullmatch(r"stale heartbeat: watcher \(last heartbeat 3\ds ago\)", body["message"])
 
 
+def test_the_portal_scope_ignores_other_processes_heartbeats(client, settings) -> None:
+    """The chart's readiness probe: a stale watcher leaves the portal serving pages."""
+    settings.TRANCHE_HEARTBEAT_SECONDS = 10
+    for role in ("worker", "beat"):
+        _seen(f"{role}@host", role, timedelta(seconds=1))
+    _seen("watcher@host", "watcher", timedelta(seconds=31))
+    assert client.get("/readyz").status_code == 503
+    resp = client.get("/readyz?scope=portal")
+    assert resp.status_code == 200
+    assert set(resp.json()["checks"]) == {"database", "redis"}
+
+
 def test_the_newest_process_of_a_role_counts(client, settings) -> None:
     """A replaced watcher (new host name) leaves an old row behind; the new one is fresh."""
     settings.TRANCHE_HEARTBEAT_SECONDS = 10

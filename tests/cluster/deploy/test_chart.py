@@ -124,7 +124,7 @@ def test_helm_install_brings_every_component_up(kube_cluster, chart_release) -> 
     assert accounts[f"{RELEASE}-watcher"] == "tranche-watcher"
     portal = deployments[f"{RELEASE}-portal"].spec.template.spec.containers[0]
     assert portal.liveness_probe.http_get.path == "/healthz"
-    assert portal.readiness_probe.http_get.path == "/readyz"
+    assert portal.readiness_probe.http_get.path == "/readyz?scope=portal"
 
     agents = apps.read_namespaced_daemon_set(f"{RELEASE}-node-agent", NAMESPACE)
     wait_for(

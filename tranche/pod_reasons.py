@@ -76,6 +76,7 @@ class PodFacts:
     unschedulable_message: str = ""  # PodScheduled=False message
     containers: tuple[ContainerFacts, ...] = ()
     gpu_classes: tuple[str, ...] = ()  # DeviceClasses of its claim templates
+    unclaimed_classes: tuple[str, ...] = ()  # ... whose claim could not be made yet
     events: tuple[tuple[str, str], ...] = ()  # (reason, message) of its recent Warning events
 
 
@@ -142,7 +143,7 @@ def _gpu_quota_verdict(device_class: str, limited: str, project: ProjectFacts) -
     return Verdict(
         GPU_QUOTA,
         f"Over GPU quota: your plan allows {limited} x {name}{held}.",
-        f"Free one (delete a pod that holds a {name} slice) or resize the plan on the quota page.",
+        f"Free one (delete a pod that holds a {name}) or resize the plan on the quota page.",
     )
 
 

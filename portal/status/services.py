@@ -56,10 +56,10 @@ def project_facts(project: Project, pods: Iterable[PodFacts], quota: dict | None
         for key, value in quota.get("hard", {}).items():
             if key.endswith(DEVICE_QUOTA_SUFFIX):
                 entitled[key[: -len(DEVICE_QUOTA_SUFFIX)]] = int(float(value))
-    holders: dict[str, list[str]] = {}
+    holders: dict[str, list[str]] = {}  # a pod holds quota once its claim exists
     for pod in pods:
-        if pod.phase == "Running" or (pod.phase == "Pending" and not pod.unschedulable_message):
-            for cls in pod.gpu_classes:
+        if pod.phase in ("Pending", "Running"):
+            for cls in set(pod.gpu_classes) - set(pod.unclaimed_classes):
                 holders.setdefault(cls, []).append(pod.name)
     return ProjectFacts(
         suspended=org.is_suspended,

@@ -3,9 +3,10 @@ pending reason, claim template classes and container states of a pod."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
-from tranche.pod_reasons import ContainerFacts
+from tranche.pod_reasons import ContainerFacts, PodFacts
 
 
 def claim_class(claim: dict[str, Any]) -> str:
@@ -87,3 +88,16 @@ def container_facts(pod: dict[str, Any]) -> tuple[ContainerFacts, ...]:
             )
         )
     return tuple(out)
+
+
+def facts_of(name: str, summary: dict[str, Any], events: Iterable[tuple[str, str]]) -> PodFacts:
+    """The classifier's view of one pod from its `pod_summary` and its recent Warning events."""
+    return PodFacts(
+        name=name,
+        phase=summary["phase"],
+        unschedulable_message=summary["unschedulable"],
+        containers=summary["containers"],
+        gpu_classes=tuple(summary["classes"]),
+        unclaimed_classes=tuple(summary["unclaimed_templates"]),
+        events=tuple(events),
+    )

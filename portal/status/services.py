@@ -101,21 +101,27 @@ def record_cluster_view(
     pods: list[PodFacts],
     refusals: list[tuple[str, str, str]],
     quota: dict | None,
-) -> int:
-    """Store what the cluster says about one project namespace now; returns rows changed.
+) -> dict[str, str]:
+    """Store what the cluster says about one project namespace now.
 
     `refusals` are (kind, name, message) of workloads whose pods could not be created. Rows of
     pods no longer listed are deleted. Writes only what changed; live pages hear of each change.
+    Returns, per DeviceClass with a waiting pod, the words of the first one (the quota page's
+    "Pending" reason, so it reads the same as the live page).
     """
     project = Project.objects.select_related("organization").filter(pk=project_id).first()
     if project is None:
-        return 0
+        return {}
     record_quota_status(project_id, quota)
     facts = project_facts(project, pods, quota)
     wanted: dict[tuple[str, str], dict] = {}
-    for pod in pods:
+    pending_words: dict[str, str] = {}
+    for pod in sorted(pods, key=lambda p: p.name):
         verdict = classify(pod, facts)
         wanted[("Pod", pod.name)] = {"phase": pod.phase, "verdict": verdict}
+        if pod.phase == "Pending":
+            for cls in pod.gpu_classes:
+                pending_words.setdefault(cls, f"{pod.name}: {verdict.words}")
     for kind, name, message in refusals:
         wanted[(kind, name)] = {"phase": "NotCreated", "verdict": classify_refusal(message, facts)}
     if len(wanted) > MAX_ROWS_PER_PROJECT:
@@ -153,7 +159,7 @@ def record_cluster_view(
         transaction.on_commit(
             lambda: _publish(project_id, [(namespace, row_name(k, n)) for k, n in changed])
         )
-    return len(changed)
+    return pending_words
 
 
 def row_name(kind: str, name: str) -> str:

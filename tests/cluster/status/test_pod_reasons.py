@@ -159,6 +159,12 @@ def test_capacity_busy_when_every_gpu_is_full(tenant, kube_cluster, fake_gpu_nod
         assert "entitlement, not a reservation" in row["reason"], row
         assert "Over GPU quota" not in row["reason"], row
         assert row["phase"] == "Pending", row
+        quota_url = reverse("quota", args=[tenant.project.pk])
+        wait_for(
+            lambda: "waits: Capacity busy" in page.owner.get(quota_url).content.decode(),
+            20,
+            "the quota page's Pending column to say capacity busy",
+        )
     finally:
         page.watcher.close()
 
@@ -204,5 +210,7 @@ def test_suspended_organization(tenant, kube_cluster) -> None:
         core.create_namespaced_pod(tenant.namespace, _pod("after"))
         row = page.wait_reason("/after", "organization is suspended (unpaid invoice)")
         assert "billing" in row["reason"], row
+        quota = page.owner.get(reverse("quota", args=[tenant.project.pk])).content.decode()
+        assert "Your organization is suspended</strong> (unpaid invoice)" in quota
     finally:
         page.watcher.close()

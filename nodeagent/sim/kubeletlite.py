@@ -10,7 +10,14 @@ away the process is stopped and the claims unprepared. Level-triggered: every `s
 compares the pods the API server has with the processes we run.
 
 Pod annotations choose the workload: tranche.dev/workload-memory-gib (default 1),
-tranche.dev/workload-duty (0..1, default 0.5), tranche.dev/workload-seconds (default 0: forever).
+tranche.dev/workload-duty (0..1, default 0.5), tranche.dev/workload-seconds (default 0: forever),
+tranche.dev/workload-host-memory-mib (host RAM to fill first, default 0).
+
+The first container's `resources.limits.memory` is enforced with a memory cgroup
+(`nodeagent.sim.cgroups`, v1 or v2). When the workload exits, its container status is reported
+the way the kubelet reports it: `terminated` with the exit code, `OOMKilled` and 137 when the
+kernel's OOM killer ended it; phase Failed/Succeeded for `restartPolicy: Never`, otherwise the
+back-off state (`CrashLoopBackOff`, `lastState.terminated`); kubelet-lite does not restart it.
 """
 
 from __future__ import annotations
@@ -30,6 +37,8 @@ import grpc
 from nodeagent.cdi import CDI_KIND, spec_path
 from nodeagent.draplugin.gen.dra.v1 import api_pb2 as v1
 from nodeagent.draplugin.gen.dra.v1 import api_pb2_grpc as v1_grpc
+from nodeagent.sim.cgroups import OOM_EXIT_CODE, MemoryCgroup
+from tranche.pod_reasons import parse_quantity
 
 log = logging.getLogger(__name__)
 ANNOTATION = "tranche.dev/workload-"
@@ -44,6 +53,10 @@ class RunningPod:
     process: subprocess.Popen | None = None
     log_path: Path | None = None
     env: dict[str, str] = field(default_factory=dict)
+    cgroup: MemoryCgroup | None = None
+    container: str = ""
+    restart_policy: str = "Always"
+    reported: bool = False  # its exit has been written to the pod's status
 
 
 def apply_cdi(spec: dict, device_names: list[str]) -> tuple[dict[str, str], list[dict]]:
@@ -61,10 +74,14 @@ def apply_cdi(spec: dict, device_names: list[str]) -> tuple[dict[str, str], list
     return env, mounts
 
 
-def launch_script(mounts: list[dict], command: list[str]) -> str:
-    """Shell run inside `unshare --mount`: bind each mount (preload last, so nothing before the
-    workload loads the core), then exec the workload."""
-    lines = ["set -e", "mount --make-rprivate /"]
+def launch_script(mounts: list[dict], command: list[str], cgroup_procs: Path | None = None) -> str:
+    """Shell run inside `unshare --mount`: join the pod's memory cgroup (first, so everything
+    after counts), bind each mount (preload last, so nothing before the workload loads the
+    core), then exec the workload."""
+    lines = ["set -e"]
+    if cgroup_procs is not None:
+        lines.append(f"echo $$ > {shlex.quote(str(cgroup_procs))}")
+    lines.append("mount --make-rprivate /")
     ordered = sorted(mounts, key=lambda m: m["containerPath"] == "/etc/ld.so.preload")
     for m in ordered:
         host, target = shlex.quote(m["hostPath"]), shlex.quote(m["containerPath"])
@@ -185,14 +202,21 @@ class KubeletLite:
             "--memory-gib", ann.get(ANNOTATION + "memory-gib", "1"),
             "--duty", ann.get(ANNOTATION + "duty", "0.5"),
             "--seconds", ann.get(ANNOTATION + "seconds", "0"),
+            "--host-memory-mib", ann.get(ANNOTATION + "host-memory-mib", "0"),
         ]  # fmt: skip
+        container = pod["spec"]["containers"][0]
+        running.container = container["name"]
+        running.restart_policy = pod["spec"].get("restartPolicy", "Always")
+        limit = container.get("resources", {}).get("limits", {}).get("memory")
+        if limit:
+            running.cgroup = MemoryCgroup(meta["uid"], int(parse_quantity(limit)))
         self.log_dir.mkdir(parents=True, exist_ok=True)
         running.log_path = self.log_dir / f"{ns}_{meta['name']}_{meta['uid']}.log"
         out = open(running.log_path, "ab")  # noqa: SIM115  (owned by the child process)
         running.env = env
         running.process = subprocess.Popen(
             ["unshare", "--mount", "--propagation", "private", "sh", "-c",
-             launch_script(mounts, command)],
+             launch_script(mounts, command, running.cgroup.procs if running.cgroup else None)],
             env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"),
                  "PYTHONPATH": str(Path(__file__).resolve().parents[2]), **env},
             stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
@@ -218,7 +242,37 @@ class KubeletLite:
             ),
             timeout=10,
         )
+        if running.cgroup:
+            running.cgroup.remove()
         log.info("stopped pod %s/%s and unprepared its claims", running.namespace, running.name)
+
+    def _report_exit(self, running: RunningPod) -> None:
+        """Write the container's end to the pod's status, as the kubelet would."""
+        code = running.process.returncode if running.process else 0
+        code = 128 - code if code < 0 else code  # killed by signal N: the runtime says 128 + N
+        oom = bool(running.cgroup and running.cgroup.oom_kills())
+        if oom:
+            code = OOM_EXIT_CODE
+        reason = "OOMKilled" if oom else ("Completed" if code == 0 else "Error")
+        terminated = {"exitCode": code, "reason": reason}
+        status: dict = {"name": running.container, "ready": False, "image": "", "imageID": ""}
+        if running.restart_policy == "Never" or (
+            running.restart_policy == "OnFailure" and code == 0
+        ):
+            phase = "Succeeded" if code == 0 else "Failed"
+            status.update(state={"terminated": terminated}, restartCount=0)
+        else:
+            phase = "Running"
+            waiting = {"reason": "CrashLoopBackOff", "message": f"back-off restarting {reason}"}
+            status.update(
+                state={"waiting": waiting}, lastState={"terminated": terminated}, restartCount=1
+            )
+        body = {"status": {"phase": phase, "containerStatuses": [status]}}
+        self.core.patch_namespaced_pod_status(running.name, running.namespace, body)
+        running.reported = True
+        log.info(
+            "pod %s/%s: container exited %d (%s)", running.namespace, running.name, code, reason
+        )
 
     def sync(self) -> None:
         """One level-triggered pass: start what should run, stop what should not."""
@@ -241,6 +295,14 @@ class KubeletLite:
         for uid in list(self.pods):
             if uid not in wanted:
                 self._stop(self.pods.pop(uid))
+        for running in self.pods.values():
+            if running.process and running.process.poll() is not None and not running.reported:
+                try:
+                    self._report_exit(running)
+                except Exception as exc:  # the next sync retries
+                    log.warning(
+                        "pod %s/%s: exit not reported: %s", running.namespace, running.name, exc
+                    )
         for uid, pod in wanted.items():
             if uid in self.pods:
                 continue

@@ -187,17 +187,22 @@ def quota_verdict(message: str, project: ProjectFacts) -> Verdict | None:
 
 def _admission_verdict(message: str) -> Verdict | None:
     lowered = message.lower()
-    if "denied request" in lowered or "admission" in lowered or "forbidden" in lowered:
-        detail = message.split("denied request:", 1)[-1].strip() if "denied" in message else ""
-        return Verdict(
-            ADMISSION,
-            "Refused by the cluster's admission rules"
-            + (f": {detail}" if detail else f" ({message[:300]})"),
+    if not ("denied request" in lowered or "admission" in lowered or "forbidden" in lowered):
+        return None
+    detail = message
+    for marker in ("denied request:", "is forbidden:"):
+        if marker in message:
+            detail = message.split(marker, 1)[1].strip()
+            break
+    if "gpu" in lowered:
+        step = (
             "Change the manifest as the message says: GPUs come only from this project's "
             "slice claim templates (see the Manifest link on the quota page), never from "
-            "nvidia.com/gpu or your own claims.",
+            "nvidia.com/gpu or your own claims."
         )
-    return None
+    else:
+        step = "Change the manifest as the message says and apply it again."
+    return Verdict(ADMISSION, f"Refused by the cluster's admission rules: {detail[:400]}", step)
 
 
 def classify_refusal(message: str, project: ProjectFacts) -> Verdict:

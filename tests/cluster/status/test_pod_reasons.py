@@ -8,15 +8,18 @@ organization), runs the real watcher, and asserts the words on the project's liv
 from __future__ import annotations
 
 import html
+import json
 import re
 
 from django.test import Client
 from django.urls import reverse
 from kubernetes import client
+from kubernetes.client.rest import ApiException
 
 from controller.reconcile import reconcile_project
 from controller.watch import Watcher
 from tests.helpers.wait import wait_for
+from tranche.pod_reasons import ADMISSION, ProjectFacts, classify_refusal
 
 CLASS = "tranche-v100-8g"
 _CPU_ROW = re.compile(r'<th scope="row">CPU</th><td>8000 m</td><td>0 m</td><td>8000 m</td>')
@@ -169,16 +172,37 @@ def test_capacity_busy_when_every_gpu_is_full(tenant, kube_cluster, fake_gpu_nod
         page.watcher.close()
 
 
-def test_deployment_asking_for_nvidia_gpu_is_refused(tenant, kube_cluster) -> None:
+def test_workloads_refused_by_admission(tenant, kube_cluster) -> None:
+    """A Deployment asking for nvidia.com/gpu is refused when applied (policy 1 judges
+    workloads: the tenant reads the words from kubectl, and the portal's words for that
+    refusal say the same); a Deployment whose pods break the namespace's PodSecurity level
+    (hostNetwork) is accepted but its pods are refused (FailedCreate): the live page says so."""
     page = _start(tenant, kube_cluster, quantity=1)
+    apps = client.AppsV1Api(kube_cluster.api_client)
     try:
-        pod = _pod("legacy", gpu=False, extra={"nvidia.com/gpu": "1"})
-        client.AppsV1Api(kube_cluster.api_client).create_namespaced_deployment(
-            tenant.namespace, _deployment("legacy", pod)
-        )
-        row = page.wait_reason("ReplicaSet/legacy", "Refused by the cluster's admission rules")
-        assert "nvidia.com/gpu" in row["reason"], row
-        assert "claim templates" in row["reason"], row
+        gpu = _pod("legacy", gpu=False, extra={"nvidia.com/gpu": "1"})
+        refused: ApiException | None = None
+        try:
+            apps.create_namespaced_deployment(tenant.namespace, _deployment("legacy", gpu))
+        except ApiException as exc:
+            refused = exc
+        if refused is not None:
+            assert refused.status == 403
+            message = json.loads(refused.body)["message"]
+            verdict = classify_refusal(message, ProjectFacts())
+            assert verdict.reason == ADMISSION, verdict
+            assert "nvidia.com/gpu" in verdict.words, verdict
+            assert "claim templates" in verdict.next_step, verdict
+        else:  # an older policy set judges only pods: the refusal comes as FailedCreate
+            row = page.wait_reason("ReplicaSet/legacy", "Refused by the cluster's admission")
+            assert "claim templates" in row["reason"], row
+        host = _pod("host", gpu=False)
+        host["spec"]["hostNetwork"] = True
+        apps.create_namespaced_deployment(tenant.namespace, _deployment("host", host))
+        row = page.wait_reason("ReplicaSet/host", "Refused by the cluster's admission rules")
+        assert "PodSecurity" in row["reason"], row
+        assert "hostNetwork" in row["reason"], row
+        assert row["phase"] == "NotCreated", row
     finally:
         page.watcher.close()
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -72,6 +73,24 @@ def apply_cdi(spec: dict, device_names: list[str]) -> tuple[dict[str, str], list
             env[k] = v
         mounts += e.get("mounts", [])
     return env, mounts
+
+
+# The image reference grammar (distribution/reference), as the kubelet checks it before pulling.
+_IMAGE_REF = re.compile(
+    r"^(?:(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*"
+    r"(?::[0-9]+)?)/)?[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*"
+    r"(?::[\w][\w.-]{0,127})?(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?$"
+)
+
+
+def invalid_image(image: str) -> str:
+    """The kubelet's InvalidImageName message for an unparseable reference, or ""."""
+    if image and _IMAGE_REF.match(image):
+        return ""
+    return (
+        f'Failed to apply default image tag "{image}": couldn\'t parse image name "{image}": '
+        "invalid reference format"
+    )
 
 
 def launch_script(mounts: list[dict], command: list[str], cgroup_procs: Path | None = None) -> str:
@@ -174,6 +193,14 @@ class KubeletLite:
         meta = pod["metadata"]
         ns = meta["namespace"]
         running = RunningPod(meta["uid"], ns, meta["name"], claims)
+        container = pod["spec"]["containers"][0]
+        running.container = container["name"]
+        bad_image = invalid_image(container.get("image", ""))
+        if bad_image:  # the kubelet stops here, before preparing anything, and says why
+            waiting = {"reason": "InvalidImageName", "message": bad_image}
+            self._patch_container(running, "Pending", {"waiting": waiting})
+            running.reported, running.claims = True, []  # nothing prepared, nothing to undo
+            return running
         resp = self._rpc().NodePrepareResources(
             v1.NodePrepareResourcesRequest(
                 claims=[v1.Claim(namespace=ns, name=n, uid=u) for n, u in claims]
@@ -204,8 +231,6 @@ class KubeletLite:
             "--seconds", ann.get(ANNOTATION + "seconds", "0"),
             "--host-memory-mib", ann.get(ANNOTATION + "host-memory-mib", "0"),
         ]  # fmt: skip
-        container = pod["spec"]["containers"][0]
-        running.container = container["name"]
         running.restart_policy = pod["spec"].get("restartPolicy", "Always")
         limit = container.get("resources", {}).get("limits", {}).get("memory")
         if limit:
@@ -246,6 +271,12 @@ class KubeletLite:
             running.cgroup.remove()
         log.info("stopped pod %s/%s and unprepared its claims", running.namespace, running.name)
 
+    def _patch_container(self, running: RunningPod, phase: str, state: dict, **more) -> None:
+        status = {"name": running.container, "ready": False, "image": "", "imageID": ""}
+        status.update(state=state, **more)
+        body = {"status": {"phase": phase, "containerStatuses": [status]}}
+        self.core.patch_namespaced_pod_status(running.name, running.namespace, body)
+
     def _report_exit(self, running: RunningPod) -> None:
         """Write the container's end to the pod's status, as the kubelet would."""
         code = running.process.returncode if running.process else 0
@@ -255,7 +286,7 @@ class KubeletLite:
             code = OOM_EXIT_CODE
         reason = "OOMKilled" if oom else ("Completed" if code == 0 else "Error")
         terminated = {"exitCode": code, "reason": reason}
-        status: dict = {"name": running.container, "ready": False, "image": "", "imageID": ""}
+        status: dict = {}
         if running.restart_policy == "Never" or (
             running.restart_policy == "OnFailure" and code == 0
         ):
@@ -267,8 +298,7 @@ class KubeletLite:
             status.update(
                 state={"waiting": waiting}, lastState={"terminated": terminated}, restartCount=1
             )
-        body = {"status": {"phase": phase, "containerStatuses": [status]}}
-        self.core.patch_namespaced_pod_status(running.name, running.namespace, body)
+        self._patch_container(running, phase, status.pop("state"), **status)
         running.reported = True
         log.info(
             "pod %s/%s: container exited %d (%s)", running.namespace, running.name, code, reason

@@ -1,5 +1,6 @@
 """A 512Mi pod filling 1 GiB of host RAM on a simulated GPU node ends OOMKilled, exit code 137,
-in the pod's status exactly as the kubelet reports it, and the tenant's live page says so.
+in the pod's status exactly as the kubelet reports it, and the tenant's live page says so; a pod
+with an unparseable image reference waits with InvalidImageName, and the page says that too.
 
 The pod is scheduled by the real scheduler with a real allocated slice; the node agent's
 kubelet-lite runs the workload in a memory cgroup with the container's limit; the kernel's OOM
@@ -32,7 +33,7 @@ pytestmark = [
 ]
 
 
-def _pod(node: str, device_class: str) -> dict:
+def _pod(node: str, device_class: str, image: str = "busybox") -> dict:
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -50,7 +51,7 @@ def _pod(node: str, device_class: str) -> dict:
             "containers": [
                 {
                     "name": "main",
-                    "image": "busybox",
+                    "image": image,
                     "resources": {
                         "requests": {"memory": "512Mi"},
                         "limits": {"memory": "512Mi"},
@@ -86,6 +87,9 @@ def test_pod_over_its_ram_limit_is_oomkilled_137_and_the_portal_says_so(
             create_template(api, namespace, product)
             watcher.start()
             core.create_namespaced_pod(namespace, _pod(node, product.device_class))
+            bad = _pod(node, product.device_class, image="registry.invalid/App:1")
+            bad["metadata"]["name"] = "typo"
+            core.create_namespaced_pod(namespace, bad)
 
             def terminated() -> dict | None:
                 statuses = core.read_namespaced_pod("greedy", namespace).status.container_statuses
@@ -107,6 +111,15 @@ def test_pod_over_its_ram_limit_is_oomkilled_137_and_the_portal_says_so(
             assert "RAM limit of 512Mi" in row.words, row.words
             assert "exit code 137" in row.words, row.words
             assert "separate from the GPU slice" in row.words, row.words
+
+            def image_words() -> PodState | None:
+                row = PodState.objects.filter(project=project, name="typo").first()
+                return row if row and row.reason == "ImagePullError" else None
+
+            row = wait_for(image_words, 30, lambda: "the portal to say the image is bad")
+            assert "InvalidImageName" in row.words, row.words
+            assert "registry.invalid/App:1" in row.words, row.words
+            assert "Check the image name" in row.next_step, row.next_step
     finally:
         watcher.close()
         delete_fake_nodes(api, [node])

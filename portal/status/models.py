@@ -21,6 +21,7 @@ class PodState(models.Model):
     reason = models.CharField(max_length=32, help_text="reason class (tranche.pod_reasons)")
     words = models.CharField(max_length=600)
     next_step = models.CharField(max_length=300, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, help_text="first seen by the portal")
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

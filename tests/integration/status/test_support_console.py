@@ -26,7 +26,7 @@ NODE = "kwok-gpu-0"
 def _staff(username: str, group: str | None):
     user = get_user_model().objects.create_user(username=username, password="x", is_staff=True)
     if group:
-        user.groups.add(Group.objects.get(name=group))
+        user.groups.add(Group.objects.get_or_create(name=group)[0])
     return user
 
 
@@ -80,3 +80,40 @@ def test_support_and_billing_see_fleet_alerts_and_search(fleet_world, group):
 def test_tenants_and_other_staff_get_404(fleet_world):
     assert _get(fleet_world.owner)[0] == 404
     assert _get(_staff("plain-staff", None))[0] == 404
+
+
+@pytest.mark.django_db(transaction=True)
+def test_fleet_socket_refuses_tenants_and_tells_staff():
+    import asyncio
+
+    from channels.layers import get_channel_layer
+    from channels.testing import WebsocketCommunicator
+
+    from portal.asgi import application
+    from portal.core.groups import FLEET_GROUP
+    from tests.integration.status.test_status_socket import _session_headers
+
+    world = make_world()
+    staff = _staff("sam", "Support")
+
+    async def open_as(user) -> WebsocketCommunicator:
+        from channels.db import database_sync_to_async
+
+        headers = await database_sync_to_async(_session_headers)(user)
+        comm = WebsocketCommunicator(application, "/ws/support/fleet/", headers)
+        connected, _ = await comm.connect()
+        assert connected
+        return comm
+
+    async def scenario() -> tuple[dict, dict]:
+        tenant = await open_as(world.owner)
+        refused = await tenant.receive_output(timeout=5)
+        console = await open_as(staff)
+        await get_channel_layer().group_send(FLEET_GROUP, {"type": "fleet.changed"})
+        told = await console.receive_json_from(timeout=5)
+        await console.disconnect()
+        return refused, told
+
+    refused, told = asyncio.run(scenario())
+    assert refused == {"type": "websocket.close", "code": 4403}
+    assert told == {"type": "fleet.changed"}

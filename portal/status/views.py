@@ -19,6 +19,8 @@ def project_status(request: HttpRequest, project_id: int) -> HttpResponse:
         "project": project,
         "fields": selectors.FIELDS,
         "rows": rows,
+        "cluster_fields": selectors.CLUSTER_FIELDS,
+        "cluster_rows": selectors.cluster_rows(project.pk),
         "project_chart": charts.project_chart(project.pk),
         "pod_charts": charts.pod_charts(project.pk),
         **nav_context(request, project),

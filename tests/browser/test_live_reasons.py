@@ -53,7 +53,7 @@ def test_pending_running_oomkilled_without_reload(browser, transactional_db):
             page = context.new_page()
             page.goto(f"/projects/{project.pk}/status/")
             expect(page.locator("#live-status")).to_have_attribute("data-state", "live")
-            row = page.locator("#pods tr[data-key]", has_text="train")
+            row = page.locator("#cluster-pods tr[data-key]", has_text="train")
             phase, reason = (
                 row.locator('td[data-field="phase"]'),
                 row.locator('td[data-field="reason"]'),

@@ -28,7 +28,7 @@ _CPU_ROW = re.compile(r'<th scope="row">CPU</th><td>8000 m</td><td>0 m</td><td>8
 def _rows(page: str) -> dict[str, dict[str, str]]:
     """Live table rows by key (namespace/name): field -> text."""
     rows = {}
-    for key, body in re.findall(r'<tr data-key="([^"]+)">(.*?)</tr>', page, flags=re.S):
+    for key, body in re.findall(r'<tr data-key="([^"]+)"[^>]*>(.*?)</tr>', page, flags=re.S):
         cells = re.findall(r'<td data-field="(\w+)">(.*?)</td>', body, flags=re.S)
         rows[html.unescape(key)] = {f: " ".join(html.unescape(t).split()) for f, t in cells}
     return rows

@@ -55,6 +55,7 @@ def test_live_page_follows_a_pod_from_pending_to_oomkilled(world):
 
     snapshot, pending, running, oom, gone = asyncio.run(scenario())
     assert snapshot == {"type": "snapshot", "rows": []}
+    assert pending["type"] == "cluster-row"
     assert pending["key"] == f"{ns}/train"
     assert pending["cells"]["phase"] == "Pending"
     assert "Capacity busy" in pending["cells"]["reason"]
@@ -64,7 +65,7 @@ def test_live_page_follows_a_pod_from_pending_to_oomkilled(world):
     assert oom["reason"] == "OOMKilled"
     assert "RAM limit of 512Mi" in oom["cells"]["reason"]
     assert "exit code 137" in oom["cells"]["reason"]
-    assert gone == {"type": "remove", "key": f"{ns}/train"}
+    assert gone == {"type": "cluster-remove", "key": f"{ns}/train"}
 
 
 def test_rows_are_bounded_and_unchanged_facts_write_nothing(world):

@@ -142,6 +142,7 @@ class KubeletLite:
         self.sim_env = sim_env
         self.log_dir = log_dir
         self.pods: dict[str, RunningPod] = {}
+        self.log_server = None
 
     def _json(self, resp) -> dict:
         return json.loads(resp.data)
@@ -167,6 +168,22 @@ class KubeletLite:
                 return None
             out.append((name, claim["metadata"]["uid"]))
         return out
+
+    def serve_logs(self, tls_dir: Path) -> None:
+        """Serve the kubelet's container-log endpoint and point the node at it."""
+        from nodeagent.sim.logserver import LogServer, point_node_at
+
+        self.log_server = LogServer(self._log_of, tls_dir)
+        self.log_server.start()
+        point_node_at(self.core, self.node, self.log_server.port)
+        log.info("serving container logs on 127.0.0.1:%d", self.log_server.port)
+
+    def _log_of(self, namespace: str, pod: str) -> Path | None:
+        """The newest output file of a pod run on this node (kept after it stops)."""
+        found = sorted(
+            self.log_dir.glob(f"{namespace}_{pod}_*.log"), key=lambda p: p.stat().st_mtime
+        )
+        return found[-1] if found else None
 
     def register(self, registry_socket: Path) -> None:
         """The plugin watcher's handshake: GetInfo, then NotifyRegistrationStatus."""
@@ -351,3 +368,5 @@ class KubeletLite:
     def stop_all(self) -> None:
         for uid in list(self.pods):
             self._stop(self.pods.pop(uid))
+        if self.log_server is not None:
+            self.log_server.stop()

@@ -137,7 +137,11 @@ def load_project(
                 waiting[cls] = (
                     f"{allocated[cls]} slice(s) of {cls} are still allocated; the claim "
                     f"template stays until they are released or the grace period ends at "
-                    f"{deadline:%Y-%m-%d %H:%M} UTC. New claims are already refused."
+                    f"{deadline:%Y-%m-%d %H:%M} UTC. New claims are already refused. The "
+                    f"cancel completes within seconds of the last pod going; at "
+                    f"{deadline:%H:%M} UTC at the latest the template and the {cls} quota are "
+                    f"removed: pods still running keep their slice until they exit, and no "
+                    f"new pod can get one."
                 )
         if keep:
             qty = 0 if suspended else sub.quantity

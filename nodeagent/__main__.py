@@ -38,6 +38,9 @@ def parse(argv: list[str] | None = None) -> Options:
     )
     r.add_argument("--no-kubelet-lite", dest="kubelet_lite", action="store_false",
                    help="with --simulate: publish and serve only, run no pods")  # fmt: skip
+    r.add_argument("--kubelet-tls-dir", type=Path,
+                   help="with --simulate: ca.crt, kubelet.crt/.key of the cluster's PKI; "
+                        "kubelet-lite then serves container logs (kubectl logs)")  # fmt: skip
     r.add_argument("--sim-gpus", type=int, default=4)
     r.add_argument("--sim-model", default="Tesla V100-PCIE-32GB")
     r.add_argument("--metrics-port", type=int, default=0, help="0: no /metrics endpoint")
@@ -55,6 +58,7 @@ def parse(argv: list[str] | None = None) -> Options:
         kubeconfig=a.kubeconfig,
         simulate=a.simulate,
         kubelet_lite=a.simulate and a.kubelet_lite,
+        kubelet_tls_dir=a.kubelet_tls_dir,
         state_dir=state,
         kubelet_dir=a.kubelet_dir or Path("/var/lib/kubelet"),
         cdi_dir=a.cdi_dir or Path("/var/run/cdi"),

@@ -42,6 +42,7 @@ class Options:
     interval: float
     backstop: bool
     tolerance_mib: int
+    kubelet_tls_dir: Path | None = None  # with kubelet-lite: serve `kubectl logs` (ca, cert)
 
 
 async def run(opts: Options) -> None:
@@ -78,6 +79,8 @@ async def run(opts: Options) -> None:
             sim_env=sim_env, log_dir=opts.state_dir / "pods",
         )  # fmt: skip
         lite.register(sockets.registry)
+        if opts.kubelet_tls_dir is not None:
+            lite.serve_logs(opts.kubelet_tls_dir)
     collector = Collector(
         opts.node,
         preparer.checkpoint,

@@ -6,10 +6,11 @@ from django.urls import path, re_path
 
 from portal.agents.consumers import AgentConsumer
 from portal.core.consumers import LayerPingConsumer
-from portal.status.consumers import ProjectStatusConsumer
+from portal.status.consumers import FleetConsumer, ProjectStatusConsumer
 
 websocket_urlpatterns = [
     path("ws/ping/", LayerPingConsumer.as_asgi()),
     path("ws/agent/", AgentConsumer.as_asgi()),
+    path("ws/support/fleet/", FleetConsumer.as_asgi()),
     re_path(r"^ws/projects/(?P<project_id>[0-9]{1,18})/status/$", ProjectStatusConsumer.as_asgi()),
 ]

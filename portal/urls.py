@@ -12,6 +12,7 @@ from portal.core import views as core_views
 from portal.orders import manifest_views
 from portal.orders import views as order_views
 from portal.preflight import views as preflight_views
+from portal.status import support_views
 from portal.status import views as status_views
 from portal.tenants import views as tenant_views
 
@@ -49,6 +50,7 @@ urlpatterns = [
     path("access/revoke/", access_views.revoke, name="revoke_credentials"),
     path(P, order_views.quota, name="quota"),
     path(P + "status/", status_views.project_status, name="project_status"),
+    path("support/", support_views.console, name="support_console"),
     path(P + "order/", order_views.order_form, name="order_form"),
     path(P + "order/confirm/", order_views.order_confirm, name="order_confirm"),
     path(P + "orders/", order_views.order_list, name="order_list"),

@@ -16,7 +16,11 @@ from collections import defaultdict, deque
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from controller.pod_facts import claim_allocated, claim_class, facts_of, pod_summary
+from tranche.names import QUOTA_NAME
+
 EVENTS_KEPT = 20
+EVENTS_PER_POD = 10
 
 
 class ClassUsage(NamedTuple):
@@ -36,6 +40,13 @@ class ClusterState:
     events: dict[str, deque] = field(
         default_factory=lambda: defaultdict(lambda: deque(maxlen=EVENTS_KEPT))
     )
+    pod_events: dict[tuple[str, str], deque] = field(
+        default_factory=lambda: defaultdict(lambda: deque(maxlen=EVENTS_PER_POD))
+    )
+    # (namespace, kind, workload) -> (event name, message) of its latest FailedCreate
+    refusals: dict[tuple[str, str, str], tuple[str, str]] = field(default_factory=dict)
+    quotas: dict[str, dict[str, Any]] = field(default_factory=dict)  # ns -> quota status
+    released: set[str] = field(default_factory=set)  # namespaces where a claim went
     dirty: set[str] = field(default_factory=set)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -48,6 +59,7 @@ class ClusterState:
             if resource == "claims":
                 if kind == "DELETED":
                     self.claims.pop((ns, name), None)
+                    self.released.add(ns)
                 else:
                     self.claims[(ns, name)] = (claim_class(obj), claim_allocated(obj))
             elif resource == "pods":
@@ -55,8 +67,30 @@ class ClusterState:
                     self.pods.pop((ns, name), None)
                 else:
                     self.pods[(ns, name)] = pod_summary(obj)
-            elif obj.get("type") == "Warning" and kind != "DELETED":
-                self.events[ns].append(obj.get("message", ""))
+            elif resource == "quotas":
+                if name == QUOTA_NAME:
+                    status = obj.get("status", {}) if kind != "DELETED" else {}
+                    self.quotas[ns] = {"hard": status.get("hard", {}), "used": status.get("used")}
+            else:
+                self._apply_event(ns, kind, obj)
+
+    def _apply_event(self, ns: str, kind: str, obj: dict[str, Any]) -> None:
+        """Warning events for pending reasons; FailedCreate/SuccessfulCreate of workloads."""
+        involved = obj.get("involvedObject", {})
+        target = (ns, involved.get("kind", ""), involved.get("name", ""))
+        name, reason = obj.get("metadata", {}).get("name", ""), obj.get("reason", "")
+        if kind == "DELETED":  # expired (1 h): a refusal nobody retried is forgotten with it
+            if self.refusals.get(target, ("",))[0] == name:
+                self.refusals.pop(target, None)
+            return
+        if reason == "FailedCreate":
+            self.refusals[target] = (name, obj.get("message", ""))
+        elif reason == "SuccessfulCreate":
+            self.refusals.pop(target, None)
+        if obj.get("type") == "Warning":
+            self.events[ns].append(obj.get("message", ""))
+            if target[1] == "Pod":
+                self.pod_events[(ns, target[2])].append((reason, obj.get("message", "")))
 
     def replace(self, resource: str, items: list[dict[str, Any]]) -> None:
         """A fresh LIST replaces everything known about `resource` (objects deleted while the
@@ -68,6 +102,9 @@ class ClusterState:
             elif resource == "pods":
                 self.dirty |= {ns for ns, _ in self.pods}
                 self.pods.clear()
+            elif resource == "quotas":
+                self.dirty |= set(self.quotas)
+                self.quotas.clear()
         for obj in items:
             self.apply(resource, "ADDED", obj)
 
@@ -76,6 +113,27 @@ class ClusterState:
         with self.lock:
             dirty, self.dirty = self.dirty, set()
         return dirty
+
+    def take_released(self) -> set[str]:
+        """Namespaces where a claim went since the last take (a waiting cancel may end)."""
+        with self.lock:
+            released, self.released = self.released, set()
+        return released
+
+    def cluster_view(self, ns: str) -> dict[str, Any]:
+        """Arguments of `record_cluster_view` for one namespace: pods, refusals, quota."""
+        with self.lock:
+            pods = [
+                facts_of(name, p, self.pod_events.get((ns, name), ()))
+                for (pns, name), p in self.pods.items()
+                if pns == ns
+            ]
+            refusals = [
+                (kind, name, message)
+                for (rns, kind, name), (_event, message) in self.refusals.items()
+                if rns == ns
+            ]
+            return {"pods": pods, "refusals": refusals, "quota": self.quotas.get(ns)}
 
     def mark_dirty(self, namespaces: set[str]) -> None:
         with self.lock:
@@ -106,45 +164,3 @@ class ClusterState:
                 c: ClassUsage(allocated[c], pending[c], reasons.get(c, "") if pending[c] else "")
                 for c in classes
             }
-
-
-def claim_class(claim: dict[str, Any]) -> str:
-    """The DeviceClass a ResourceClaim asks for ("" when it asks for none we can read)."""
-    requests = claim.get("spec", {}).get("devices", {}).get("requests", [])
-    exactly = requests[0].get("exactly", {}) if requests else {}
-    return exactly.get("deviceClassName", "")
-
-
-def claim_allocated(claim: dict[str, Any]) -> bool:
-    return bool(claim.get("status", {}).get("allocation"))
-
-
-def pod_summary(pod: dict[str, Any]) -> dict[str, Any]:
-    """Phase, why it is pending, and which template classes it still waits a claim for."""
-    status = pod.get("status", {})
-    reason = ""
-    for cond in status.get("conditions", []):
-        if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
-            reason = cond.get("message") or cond.get("reason", "")
-    for cs in status.get("containerStatuses", []):
-        waiting = cs.get("state", {}).get("waiting")
-        if waiting and not reason:
-            reason = f"{waiting.get('reason', '')}: {waiting.get('message', '')}".strip(": ")
-    claims = pod.get("spec", {}).get("resourceClaims", [])
-    made = {
-        s.get("name") for s in status.get("resourceClaimStatuses", []) if s.get("resourceClaimName")
-    }
-    templates = [
-        rc["resourceClaimTemplateName"] for rc in claims if rc.get("resourceClaimTemplateName")
-    ]
-    unclaimed = [
-        rc["resourceClaimTemplateName"]
-        for rc in claims
-        if rc.get("resourceClaimTemplateName") and rc.get("name") not in made
-    ]
-    return {
-        "phase": status.get("phase", "Pending"),
-        "reason": reason,
-        "classes": templates,
-        "unclaimed_templates": unclaimed,
-    }

@@ -24,6 +24,7 @@ RESOURCES = {
     "claims": "/apis/resource.k8s.io/v1/resourceclaims",
     "pods": "/api/v1/pods",
     "events": "/api/v1/events",
+    "quotas": "/api/v1/resourcequotas",
 }
 WATCH_SECONDS = 120
 

@@ -2,9 +2,12 @@
 
 Per tenant namespace changed since the last flush, the claims allocated/pending and the pending
 reason of each DeviceClass go to `portal.orders.lifecycle.record_slice_usage` (the quota page
-reads them; it writes only on change). That is all the watcher stores: pod phases have no reader
-yet, so they are not written anywhere. A flush that fails (PostgreSQL restarting) gives its
-namespaces back to the state, so what changed during the outage is written once it is over.
+reads them; it writes only on change), and the namespace's pods, refused workloads and quota
+status to `portal.status.services.record_cluster_view` (the live page's phase and reason per
+pod, the quota page's CPU/RAM used and its Pending words). A claim gone from a namespace whose
+cancel waits for it sends that project's reconcile at once. A flush that fails (PostgreSQL
+restarting) gives its namespaces back to the state, so what changed during the outage is written
+once it is over.
 """
 
 from __future__ import annotations
@@ -16,9 +19,11 @@ import time
 from django.db import connections
 
 from controller.watch.state import ClusterState
+from controller.watch_hints import cancel_waits_for_release
 from portal.core import heartbeats
 from portal.orders import lifecycle
 from portal.orders.models import ProjectUsage
+from portal.status import services as status_services
 from portal.tenants.models import Project
 
 log = logging.getLogger("controller.watch")
@@ -57,6 +62,8 @@ class UsageWriter:
                     self._write_namespace(pid, ns)
                     written += 1
                 left.discard(ns)
+            for ns in self.state.take_released() & set(projects):
+                cancel_waits_for_release(projects[ns])  # a cancel waiting for it ends now
             heartbeats.beat(heartbeats.WATCHER, self.process_name)
             return written
         except Exception:
@@ -66,6 +73,9 @@ class UsageWriter:
 
     def _write_namespace(self, project_id: int, ns: str) -> None:
         usage = self.state.usage(ns)
+        words = status_services.record_cluster_view(
+            project_id=project_id, namespace=ns, **self.state.cluster_view(ns)
+        )
         known = ProjectUsage.objects.filter(project_id=project_id).values_list(
             "product__device_class", flat=True
         )
@@ -77,7 +87,7 @@ class UsageWriter:
                     device_class=cls,
                     allocated=allocated,
                     pending=pending,
-                    pending_reason=reason,
+                    pending_reason=words.get(cls, reason) if pending else "",
                 )
             except ValueError:
                 log.debug("ignoring claims of unknown class %s in %s", cls, ns)

@@ -36,7 +36,11 @@ class ClientIdentity:
 ADMIN = ClientIdentity("admin", "tranche-admin", ("system:masters",))
 CONTROLLER_MANAGER = ClientIdentity("controller-manager", "system:kube-controller-manager")
 SCHEDULER = ClientIdentity("scheduler", "system:kube-scheduler")
-CLIENTS = (ADMIN, CONTROLLER_MANAGER, SCHEDULER)
+# kube-apiserver's identity towards kubelets (`kubectl logs`, exec): what kubeadm names it.
+KUBELET_CLIENT = ClientIdentity(
+    "apiserver-kubelet-client", "kube-apiserver-kubelet-client", ("system:masters",)
+)
+CLIENTS = (ADMIN, CONTROLLER_MANAGER, SCHEDULER, KUBELET_CLIENT)
 
 
 def _write_key(path: Path, key: ec.EllipticCurvePrivateKey) -> None:
@@ -147,6 +151,16 @@ def ensure_pki(pki: Path, service_ip: str) -> Path:
         usage=ExtendedKeyUsageOID.SERVER_AUTH,
         ca=ca,
         sans=sans,
+    )
+    # The simulated kubelets' serving certificate (kubelet-lite's log endpoint on 127.0.0.1,
+    # where every kwok node's InternalIP points); kube-apiserver verifies it against the CA.
+    _issue(
+        pki,
+        "kubelet",
+        subject=_name("system:node:kwok"),
+        usage=ExtendedKeyUsageOID.SERVER_AUTH,
+        ca=ca,
+        sans=[x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))],
     )
     for client in CLIENTS:
         subject = _name(client.user, client.groups)

@@ -32,10 +32,19 @@ def node_names(prefix: str = PREFIX) -> list[str]:
 
 
 def argv(
-    node: str, index: int, state: Path, kubeconfig: Path, port: int, *, metrics_base: int = 0
+    node: str,
+    index: int,
+    state: Path,
+    kubeconfig: Path,
+    port: int,
+    *,
+    metrics_base: int = 0,
+    kubelet_tls: Path | None = None,
 ) -> list[str]:
-    """The agent command line for one demo node (pure); metrics_base 0: no metrics endpoint."""
+    """The agent command line for one demo node (pure); metrics_base 0: no metrics endpoint;
+    kubelet_tls: the dev cluster's PKI folder, so `kubectl logs` reaches the demo's pods."""
     home = state / "agents" / node
+    tls = ["--kubelet-tls-dir", str(kubelet_tls)] if kubelet_tls else []
     return [
         sys.executable, "-m", "nodeagent", "run",
         "--node", node,
@@ -49,6 +58,7 @@ def argv(
         "--kubelet-dir", str(home / "kubelet"),
         "--cdi-dir", str(home / "cdi"),
         "--metrics-port", str(metrics_base + index if metrics_base else 0),
+        *tls,
     ]  # fmt: skip
 
 
@@ -72,6 +82,7 @@ def commands(
     from deploy.devcluster.nodes import create_fake_gpu_nodes
 
     external = env.get("KUBECONFIG", "")
+    kubelet_tls = None
     if external:
         # An operator's own cluster: its kwok (if any) is theirs to run; we only add nodes there.
         kubeconfig = Path(external)
@@ -81,6 +92,8 @@ def commands(
             print("node agents: skipped (control plane down; run `make cluster-up` first)")
             return {}
         kubeconfig = settings.kubeconfig
+        if (settings.pki_dir / "kubelet.crt").exists():
+            kubelet_tls = settings.pki_dir
     api = config.new_client_from_config(str(kubeconfig))
     try:
         nodes = create_fake_gpu_nodes(api, NODE_COUNT, GPU_MODEL, prefix=prefix)
@@ -100,7 +113,9 @@ def commands(
                     f"node agent {node}: could not issue its portal token "
                     f"(manage.py create_node_token):\n{res.stderr.strip()}"
                 )
-        found[name] = argv(node, i, state, kubeconfig, port, metrics_base=metrics_base)
+        found[name] = argv(
+            node, i, state, kubeconfig, port, metrics_base=metrics_base, kubelet_tls=kubelet_tls
+        )
     return found
 
 

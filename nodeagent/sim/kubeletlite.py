@@ -10,7 +10,14 @@ away the process is stopped and the claims unprepared. Level-triggered: every `s
 compares the pods the API server has with the processes we run.
 
 Pod annotations choose the workload: tranche.dev/workload-memory-gib (default 1),
-tranche.dev/workload-duty (0..1, default 0.5), tranche.dev/workload-seconds (default 0: forever).
+tranche.dev/workload-duty (0..1, default 0.5), tranche.dev/workload-seconds (default 0: forever),
+tranche.dev/workload-host-memory-mib (host RAM to fill first, default 0).
+
+The first container's `resources.limits.memory` is enforced with a memory cgroup
+(`nodeagent.sim.cgroups`, v1 or v2). When the workload exits, its container status is reported
+the way the kubelet reports it: `terminated` with the exit code, `OOMKilled` and 137 when the
+kernel's OOM killer ended it; phase Failed/Succeeded for `restartPolicy: Never`, otherwise the
+back-off state (`CrashLoopBackOff`, `lastState.terminated`); kubelet-lite does not restart it.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -30,6 +38,8 @@ import grpc
 from nodeagent.cdi import CDI_KIND, spec_path
 from nodeagent.draplugin.gen.dra.v1 import api_pb2 as v1
 from nodeagent.draplugin.gen.dra.v1 import api_pb2_grpc as v1_grpc
+from nodeagent.sim.cgroups import OOM_EXIT_CODE, MemoryCgroup
+from tranche.pod_reasons import parse_quantity
 
 log = logging.getLogger(__name__)
 ANNOTATION = "tranche.dev/workload-"
@@ -44,6 +54,10 @@ class RunningPod:
     process: subprocess.Popen | None = None
     log_path: Path | None = None
     env: dict[str, str] = field(default_factory=dict)
+    cgroup: MemoryCgroup | None = None
+    container: str = ""
+    restart_policy: str = "Always"
+    reported: bool = False  # its exit has been written to the pod's status
 
 
 def apply_cdi(spec: dict, device_names: list[str]) -> tuple[dict[str, str], list[dict]]:
@@ -61,10 +75,32 @@ def apply_cdi(spec: dict, device_names: list[str]) -> tuple[dict[str, str], list
     return env, mounts
 
 
-def launch_script(mounts: list[dict], command: list[str]) -> str:
-    """Shell run inside `unshare --mount`: bind each mount (preload last, so nothing before the
-    workload loads the core), then exec the workload."""
-    lines = ["set -e", "mount --make-rprivate /"]
+# The image reference grammar (distribution/reference), as the kubelet checks it before pulling.
+_IMAGE_REF = re.compile(
+    r"^(?:(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*"
+    r"(?::[0-9]+)?)/)?[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*"
+    r"(?::[\w][\w.-]{0,127})?(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?$"
+)
+
+
+def invalid_image(image: str) -> str:
+    """The kubelet's InvalidImageName message for an unparseable reference, or ""."""
+    if image and _IMAGE_REF.match(image):
+        return ""
+    return (
+        f'Failed to apply default image tag "{image}": couldn\'t parse image name "{image}": '
+        "invalid reference format"
+    )
+
+
+def launch_script(mounts: list[dict], command: list[str], cgroup_procs: Path | None = None) -> str:
+    """Shell run inside `unshare --mount`: join the pod's memory cgroup (first, so everything
+    after counts), bind each mount (preload last, so nothing before the workload loads the
+    core), then exec the workload."""
+    lines = ["set -e"]
+    if cgroup_procs is not None:
+        lines.append(f"echo $$ > {shlex.quote(str(cgroup_procs))}")
+    lines.append("mount --make-rprivate /")
     ordered = sorted(mounts, key=lambda m: m["containerPath"] == "/etc/ld.so.preload")
     for m in ordered:
         host, target = shlex.quote(m["hostPath"]), shlex.quote(m["containerPath"])
@@ -106,6 +142,7 @@ class KubeletLite:
         self.sim_env = sim_env
         self.log_dir = log_dir
         self.pods: dict[str, RunningPod] = {}
+        self.log_server = None
 
     def _json(self, resp) -> dict:
         return json.loads(resp.data)
@@ -132,6 +169,22 @@ class KubeletLite:
             out.append((name, claim["metadata"]["uid"]))
         return out
 
+    def serve_logs(self, tls_dir: Path) -> None:
+        """Serve the kubelet's container-log endpoint and point the node at it."""
+        from nodeagent.sim.logserver import LogServer, point_node_at
+
+        self.log_server = LogServer(self._log_of, tls_dir)
+        self.log_server.start()
+        point_node_at(self.core, self.node, self.log_server.port)
+        log.info("serving container logs on 127.0.0.1:%d", self.log_server.port)
+
+    def _log_of(self, namespace: str, pod: str) -> Path | None:
+        """The newest output file of a pod run on this node (kept after it stops)."""
+        found = sorted(
+            self.log_dir.glob(f"{namespace}_{pod}_*.log"), key=lambda p: p.stat().st_mtime
+        )
+        return found[-1] if found else None
+
     def register(self, registry_socket: Path) -> None:
         """The plugin watcher's handshake: GetInfo, then NotifyRegistrationStatus."""
         from nodeagent.draplugin.gen.pluginregistration.v1 import api_pb2 as reg
@@ -157,6 +210,14 @@ class KubeletLite:
         meta = pod["metadata"]
         ns = meta["namespace"]
         running = RunningPod(meta["uid"], ns, meta["name"], claims)
+        container = pod["spec"]["containers"][0]
+        running.container = container["name"]
+        bad_image = invalid_image(container.get("image", ""))
+        if bad_image:  # the kubelet stops here, before preparing anything, and says why
+            waiting = {"reason": "InvalidImageName", "message": bad_image}
+            self._patch_container(running, "Pending", {"waiting": waiting})
+            running.reported, running.claims = True, []  # nothing prepared, nothing to undo
+            return running
         resp = self._rpc().NodePrepareResources(
             v1.NodePrepareResourcesRequest(
                 claims=[v1.Claim(namespace=ns, name=n, uid=u) for n, u in claims]
@@ -185,14 +246,19 @@ class KubeletLite:
             "--memory-gib", ann.get(ANNOTATION + "memory-gib", "1"),
             "--duty", ann.get(ANNOTATION + "duty", "0.5"),
             "--seconds", ann.get(ANNOTATION + "seconds", "0"),
+            "--host-memory-mib", ann.get(ANNOTATION + "host-memory-mib", "0"),
         ]  # fmt: skip
+        running.restart_policy = pod["spec"].get("restartPolicy", "Always")
+        limit = container.get("resources", {}).get("limits", {}).get("memory")
+        if limit:
+            running.cgroup = MemoryCgroup(meta["uid"], int(parse_quantity(limit)))
         self.log_dir.mkdir(parents=True, exist_ok=True)
         running.log_path = self.log_dir / f"{ns}_{meta['name']}_{meta['uid']}.log"
         out = open(running.log_path, "ab")  # noqa: SIM115  (owned by the child process)
         running.env = env
         running.process = subprocess.Popen(
             ["unshare", "--mount", "--propagation", "private", "sh", "-c",
-             launch_script(mounts, command)],
+             launch_script(mounts, command, running.cgroup.procs if running.cgroup else None)],
             env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"),
                  "PYTHONPATH": str(Path(__file__).resolve().parents[2]), **env},
             stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
@@ -218,7 +284,42 @@ class KubeletLite:
             ),
             timeout=10,
         )
+        if running.cgroup:
+            running.cgroup.remove()
         log.info("stopped pod %s/%s and unprepared its claims", running.namespace, running.name)
+
+    def _patch_container(self, running: RunningPod, phase: str, state: dict, **more) -> None:
+        status = {"name": running.container, "ready": False, "image": "", "imageID": ""}
+        status.update(state=state, **more)
+        body = {"status": {"phase": phase, "containerStatuses": [status]}}
+        self.core.patch_namespaced_pod_status(running.name, running.namespace, body)
+
+    def _report_exit(self, running: RunningPod) -> None:
+        """Write the container's end to the pod's status, as the kubelet would."""
+        code = running.process.returncode if running.process else 0
+        code = 128 - code if code < 0 else code  # killed by signal N: the runtime says 128 + N
+        oom = bool(running.cgroup and running.cgroup.oom_kills())
+        if oom:
+            code = OOM_EXIT_CODE
+        reason = "OOMKilled" if oom else ("Completed" if code == 0 else "Error")
+        terminated = {"exitCode": code, "reason": reason}
+        status: dict = {}
+        if running.restart_policy == "Never" or (
+            running.restart_policy == "OnFailure" and code == 0
+        ):
+            phase = "Succeeded" if code == 0 else "Failed"
+            status.update(state={"terminated": terminated}, restartCount=0)
+        else:
+            phase = "Running"
+            waiting = {"reason": "CrashLoopBackOff", "message": f"back-off restarting {reason}"}
+            status.update(
+                state={"waiting": waiting}, lastState={"terminated": terminated}, restartCount=1
+            )
+        self._patch_container(running, phase, status.pop("state"), **status)
+        running.reported = True
+        log.info(
+            "pod %s/%s: container exited %d (%s)", running.namespace, running.name, code, reason
+        )
 
     def sync(self) -> None:
         """One level-triggered pass: start what should run, stop what should not."""
@@ -241,6 +342,14 @@ class KubeletLite:
         for uid in list(self.pods):
             if uid not in wanted:
                 self._stop(self.pods.pop(uid))
+        for running in self.pods.values():
+            if running.process and running.process.poll() is not None and not running.reported:
+                try:
+                    self._report_exit(running)
+                except Exception as exc:  # the next sync retries
+                    log.warning(
+                        "pod %s/%s: exit not reported: %s", running.namespace, running.name, exc
+                    )
         for uid, pod in wanted.items():
             if uid in self.pods:
                 continue
@@ -259,3 +368,5 @@ class KubeletLite:
     def stop_all(self) -> None:
         for uid in list(self.pods):
             self._stop(self.pods.pop(uid))
+        if self.log_server is not None:
+            self.log_server.stop()

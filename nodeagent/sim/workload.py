@@ -93,13 +93,27 @@ def run(memory_gib: float, duty: float, seconds: float, period: float = 0.1) -> 
     return 0
 
 
+def fill_host_memory(mib: int) -> bytearray:
+    """Allocate and touch `mib` MiB of host RAM (the container's, not the GPU's), 64 MiB at a
+    time, saying how far it got: past the container's limit the kernel kills the process."""
+    held = bytearray()
+    step = 64 * 1024 * 1024
+    while len(held) < mib * 1024 * 1024:
+        held += b"\x01" * step
+        _say(event="host-alloc", total_mib=len(held) // (1024 * 1024))
+    return held
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--memory-gib", type=float, default=1.0)
     p.add_argument("--duty", type=float, default=0.5, help="fraction of time launching, 0..1")
     p.add_argument("--seconds", type=float, default=0, help="0: until SIGTERM")
+    p.add_argument("--host-memory-mib", type=int, default=0, help="host RAM to fill first")
     a = p.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    if a.host_memory_mib:
+        _held = fill_host_memory(a.host_memory_mib)  # kept for the life of the workload
     return run(a.memory_gib, min(max(a.duty, 0.0), 1.0), a.seconds)
 
 

@@ -20,7 +20,7 @@ from django.db import DatabaseError
 from redis.exceptions import RedisError
 
 from portal.agents import services
-from portal.core.groups import project_group
+from portal.core.groups import FLEET_GROUP, project_group
 from tranche.agent_protocol import MessageRejectedError, parse_status
 
 log = logging.getLogger("portal.agents")
@@ -82,6 +82,8 @@ class AgentConsumer(AsyncWebsocketConsumer):
         try:
             for item in events:
                 await self.channel_layer.group_send(project_group(item.project_id), item.event)
+            if events or msg.gpus:  # the support console's fleet view follows slices and GPUs
+                await self.channel_layer.group_send(FLEET_GROUP, {"type": "fleet.changed"})
         except RedisError as exc:  # stored already; viewers get the next report, or a snapshot
             log.warning("live update of node %s not published (Redis: %s)", self.node, exc)
         await self.send(json.dumps({"ack": msg.seq}))

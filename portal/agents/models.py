@@ -63,3 +63,30 @@ class PodSliceStatus(models.Model):
 
     def __str__(self) -> str:
         return f"{self.namespace}/{self.pod_name} on {self.node_name}"
+
+
+class PodMinute(models.Model):
+    """One minute of one pod's slice figures, for the live page's 24 h charts. Written only by
+    `agents.history` (one upsert per pod and minute, however often the agent reports), pruned
+    after `history.RETENTION`: at most 1440 rows per pod."""
+
+    project = models.ForeignKey("tenants.Project", on_delete=models.CASCADE)
+    namespace = models.CharField(max_length=_POD["namespace"].max_length)
+    pod_name = models.CharField(max_length=_POD["pod"].max_length)
+    minute = models.DateTimeField(help_text="start of the minute (agent clock, UTC)")
+    memory_used_max_bytes = models.PositiveBigIntegerField()
+    memory_limit_bytes = models.PositiveBigIntegerField()
+    compute_used_sum = models.FloatField(help_text="sum of the minute's samples (mean = sum / n)")
+    compute_target_percent = models.PositiveSmallIntegerField()
+    samples = models.PositiveIntegerField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["namespace", "pod_name", "minute"], name="one_sample_per_pod_minute"
+            )
+        ]
+        indexes = [models.Index(fields=["project", "minute"], name="pod_minute_by_project")]
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.pod_name} at {self.minute:%H:%M}"

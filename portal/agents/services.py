@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from django.db import transaction
 from django.utils import timezone
 
+from portal.agents import history
 from portal.agents.events import PodRemovedEvent, PodStatusEvent, ProjectEvent
 from portal.agents.models import NodeToken, PodSliceStatus
 from portal.agents.rows import PodRow, pod_row
@@ -142,6 +143,16 @@ def record_status(node_name: str, msg: StatusMessage) -> list[Published]:
             },
         )
         events.append(_event(project_id, node_name, p, pod_row(stored)))
+    history.record_samples(
+        [
+            history.Sample(
+                projects[p["namespace"]], p["namespace"], p["pod"], msg.ts,
+                p["memory_used_bytes"], p["memory_limit_bytes"],
+                p["compute_used_percent"], p["compute_target_percent"],
+            )
+            for p in msg.pods
+        ]
+    )  # fmt: skip
     for r in msg.removed:
         # Only this node's own pods can be removed by it.
         deleted, _ = PodSliceStatus.objects.filter(

@@ -11,3 +11,6 @@ def project_group(project_id: int) -> str:
 def user_access_group(user_id: int) -> str:
     """One group per user: its live sockets re-check access when its rights change."""
     return f"access.user.{int(user_id)}"
+
+
+FLEET_GROUP = "fleet"  # the support console: any node's slices or GPUs changed

@@ -1,51 +1,68 @@
-// Live status table: applies snapshot/row/remove messages from /ws/projects/<id>/status/ and
+// Live status tables (agent slices; the cluster's view): apply snapshot/row/remove and
+// cluster-row/cluster-remove messages from /ws/projects/<id>/status/ and
 // reconnects with capped exponential backoff and jitter. No framework.
 "use strict";
 (() => {
   const table = document.getElementById("pods");
   const banner = document.getElementById("live-status");
   if (!table || !banner) return;
-  const body = table.tBodies[0];
-  const empty = document.getElementById("pods-empty");
-  const columns = Array.from(table.tHead.rows[0].cells, (th) => th.dataset.field);
   let delay = 1000;
-
   const say = (state, text) => { banner.dataset.state = state; banner.textContent = text; };
-  const rows = () => Array.from(body.querySelectorAll("tr[data-key]"));
-  const refreshEmpty = () => { empty.hidden = rows().length > 0; };
 
-  function upsert(message) {
-    let tr = rows().find((r) => r.dataset.key === message.key);
-    if (!tr) {
-      tr = document.createElement("tr");
-      tr.dataset.key = message.key;
-      for (const name of columns) {
-        const td = document.createElement("td");
-        td.dataset.field = name;
-        tr.appendChild(td);
-      }
-      const next = rows().find((r) => r.dataset.key > message.key);
-      body.insertBefore(tr, next || empty);
-    }
-    for (const td of tr.cells) td.textContent = message.cells[td.dataset.field] ?? "";
+  // One live table: rows keyed by data-key, kept sorted, with an "empty" placeholder row.
+  function liveTable(element, emptyRow) {
+    const body = element.tBodies[0];
+    const columns = Array.from(element.tHead.rows[0].cells, (th) => th.dataset.field);
+    const rows = () => Array.from(body.querySelectorAll("tr[data-key]"));
+    return {
+      upsert(message) {
+        let tr = rows().find((r) => r.dataset.key === message.key);
+        if (!tr) {
+          tr = document.createElement("tr");
+          tr.dataset.key = message.key;
+          for (const name of columns) {
+            const td = document.createElement("td");
+            td.dataset.field = name;
+            tr.appendChild(td);
+          }
+          const next = rows().find((r) => r.dataset.key > message.key);
+          body.insertBefore(tr, next || emptyRow);
+        }
+        if (message.reason !== undefined) tr.dataset.reason = message.reason;
+        for (const td of tr.cells) td.textContent = message.cells[td.dataset.field] ?? "";
+      },
+      remove(key) {
+        const tr = rows().find((r) => r.dataset.key === key);
+        if (tr) tr.remove();
+      },
+      replace(list) {
+        const keep = new Set(list.map((r) => r.key));
+        rows().filter((r) => !keep.has(r.dataset.key)).forEach((r) => r.remove());
+        list.forEach((r) => this.upsert(r));
+      },
+      refreshEmpty() { emptyRow.hidden = rows().length > 0; },
+    };
   }
-
-  function remove(key) {
-    const tr = rows().find((r) => r.dataset.key === key);
-    if (tr) tr.remove();
-  }
+  const slices = liveTable(table, document.getElementById("pods-empty"));
+  const clusterTable = document.getElementById("cluster-pods");
+  const cluster = clusterTable
+    ? liveTable(clusterTable, document.getElementById("cluster-pods-empty")) : null;
 
   function apply(message) {
     if (message.type === "snapshot") {
-      const keep = new Set(message.rows.map((r) => r.key));
-      rows().filter((r) => !keep.has(r.dataset.key)).forEach((r) => r.remove());
-      message.rows.forEach(upsert);
+      slices.replace(message.rows);
+      if (cluster) cluster.replace(message.cluster || []);
     } else if (message.type === "row") {
-      upsert(message);
+      slices.upsert(message);
     } else if (message.type === "remove") {
-      remove(message.key);
+      slices.remove(message.key);
+    } else if (cluster && message.type === "cluster-row") {
+      cluster.upsert(message);
+    } else if (cluster && message.type === "cluster-remove") {
+      cluster.remove(message.key);
     }
-    refreshEmpty();
+    slices.refreshEmpty();
+    if (cluster) cluster.refreshEmpty();
   }
 
   function connect() {

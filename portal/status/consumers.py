@@ -18,10 +18,12 @@ from __future__ import annotations
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.contrib.auth import get_user_model
 
 from portal.agents.events import PodRemovedEvent, PodStatusEvent
-from portal.core.groups import project_group, user_access_group
+from portal.core.groups import FLEET_GROUP, project_group, user_access_group
 from portal.status import selectors
+from portal.status.services import PodClusterEvent
 
 CLOSE_FORBIDDEN = 4403
 
@@ -30,6 +32,17 @@ def _snapshot(user_id: int | None, project_id: int) -> list[dict] | None:
     if not selectors.can_watch(user_id, project_id):
         return None
     return [row.as_json() for row in selectors.pod_rows(project_id)]
+
+
+def _cluster_snapshot(project_id: int) -> list[dict]:
+    return [row.as_json() for row in selectors.cluster_rows(project_id)]
+
+
+def _cluster_message(project_id: int, namespace: str, name: str) -> dict:
+    row = selectors.live_cluster_row(project_id, namespace, name)
+    if row is None:
+        return {"type": "cluster-remove", "key": f"{namespace}/{name}"}
+    return {"type": "cluster-row", **row.as_json()}
 
 
 class ProjectStatusConsumer(AsyncJsonWebsocketConsumer):
@@ -51,7 +64,19 @@ class ProjectStatusConsumer(AsyncJsonWebsocketConsumer):
         self.project_id = project_id
         await self.channel_layer.group_add(project_group(project_id), self.channel_name)
         await self.channel_layer.group_add(user_access_group(self.user_id), self.channel_name)
-        await self.send_json({"type": "snapshot", "rows": rows})
+        cluster = await database_sync_to_async(_cluster_snapshot)(project_id)
+        snapshot = {"type": "snapshot", "rows": rows}
+        if cluster:  # absent means none (the page clears its cluster table)
+            snapshot["cluster"] = cluster
+        await self.send_json(snapshot)
+
+    async def pod_cluster(self, event: PodClusterEvent) -> None:
+        """The cluster's view of a pod changed (the watcher stored it): send its row."""
+        if self.project_id is not None:
+            message = await database_sync_to_async(_cluster_message)(
+                self.project_id, event["namespace"], event["pod"]
+            )
+            await self.send_json(message)
 
     async def pod_status(self, event: PodStatusEvent) -> None:
         if self.project_id is not None:
@@ -80,3 +105,40 @@ class ProjectStatusConsumer(AsyncJsonWebsocketConsumer):
 
     async def disconnect(self, code: int) -> None:
         await self._leave()
+
+
+def _is_staff(user_id: int | None) -> bool:
+    user = get_user_model().objects.filter(pk=user_id).first() if user_id else None
+    return user is not None and selectors.is_status_staff(user)
+
+
+class FleetConsumer(AsyncJsonWebsocketConsumer):
+    """`/ws/support/fleet/`: tells the support console to redraw when a node's slices or GPUs
+    change. Support and Billing staff only (4403 otherwise, re-checked on every event)."""
+
+    joined = False
+
+    def _user_id(self) -> int | None:
+        user = self.scope.get("user")
+        return user.pk if getattr(user, "is_authenticated", False) else None
+
+    async def connect(self) -> None:
+        if await database_sync_to_async(_is_staff)(self._user_id()):
+            # joined before the handshake completes: no change is missed after it
+            await self.channel_layer.group_add(FLEET_GROUP, self.channel_name)
+            self.joined = True
+        await self.accept()
+        if not self.joined:
+            await self.close(code=CLOSE_FORBIDDEN)
+
+    async def fleet_changed(self, event: dict) -> None:
+        if not await database_sync_to_async(_is_staff)(self._user_id()):
+            await self.disconnect(CLOSE_FORBIDDEN)
+            await self.close(code=CLOSE_FORBIDDEN)
+            return
+        await self.send_json({"type": "fleet.changed"})
+
+    async def disconnect(self, code: int) -> None:
+        if self.joined:
+            await self.channel_layer.group_discard(FLEET_GROUP, self.channel_name)
+            self.joined = False

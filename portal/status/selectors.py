@@ -8,12 +8,16 @@ websocket consumer use the same rule (`watchable_projects`).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from django.contrib.auth import get_user_model
 from django.db.models import QuerySet
 from django.http import Http404
 
 from portal.agents.rows import FIELDS, PodRow, pod_row
 from portal.agents.selectors import project_pod_statuses
+from portal.status.models import PodState
+from portal.status.services import row_name
 from portal.tenants.models import Project
 from portal.tenants.selectors import projects_of
 
@@ -66,3 +70,43 @@ def live_pod_row(project_id: int, namespace: str, pod_name: str) -> PodRow | Non
     found = project_pod_statuses(project_id).filter(namespace=namespace, pod_name=pod_name)
     status = found.first()
     return pod_row(status) if status else None
+
+
+# The cluster's view of every pod (and refused workload): what Kubernetes says, in words.
+CLUSTER_FIELDS = (("pod", "Pod"), ("phase", "Phase"), ("reason", "What is happening / next step"))
+
+
+@dataclass(frozen=True)
+class ClusterRow:
+    """One row of the cluster table; `reason` is the class (tranche.pod_reasons)."""
+
+    key: str
+    cells: dict[str, str]
+    reason: str
+
+    def as_json(self) -> dict:
+        return {"key": self.key, "cells": self.cells, "reason": self.reason}
+
+    def ordered_cells(self) -> list[tuple[str, str]]:
+        return [(name, self.cells[name]) for name, _label in CLUSTER_FIELDS]
+
+
+def cluster_row(state: PodState) -> ClusterRow:
+    name = row_name(state.kind, state.name)
+    words = state.words + (f" Next: {state.next_step}" if state.next_step else "")
+    cells = {"pod": name, "phase": state.phase, "reason": words}
+    return ClusterRow(key=f"{state.namespace}/{name}", cells=cells, reason=state.reason)
+
+
+def cluster_rows(project_id: int) -> list[ClusterRow]:
+    """Every pod the cluster knows in the project (the caller may already watch it)."""
+    return [cluster_row(s) for s in PodState.objects.filter(project_id=project_id)]
+
+
+def live_cluster_row(project_id: int, namespace: str, name: str) -> ClusterRow | None:
+    """One row as stored now (`name` as the table shows it); None once it is gone."""
+    kind, _, plain = name.rpartition("/") if "/" in name else ("Pod", "", name)
+    state = PodState.objects.filter(
+        project_id=project_id, namespace=namespace, kind=kind, name=plain
+    ).first()
+    return cluster_row(state) if state else None

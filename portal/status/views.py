@@ -6,7 +6,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from portal.status import selectors
+from portal.status import charts, selectors
 from portal.tenants.context import nav_context
 
 
@@ -14,10 +14,15 @@ from portal.tenants.context import nav_context
 def project_status(request: HttpRequest, project_id: int) -> HttpResponse:
     """Latest slice figures of every pod of the project (404 unless the caller may watch it)."""
     project = selectors.get_watched_project(request.user, project_id)
+    rows = selectors.pod_rows(project.pk)
     context = {
         "project": project,
         "fields": selectors.FIELDS,
-        "rows": selectors.pod_rows(project.pk),
+        "rows": rows,
+        "cluster_fields": selectors.CLUSTER_FIELDS,
+        "cluster_rows": selectors.cluster_rows(project.pk),
+        "project_chart": charts.project_chart(project.pk),
+        "pod_charts": charts.pod_charts(project.pk),
         **nav_context(request, project),
     }
     return render(request, "status/project_status.html", context)

@@ -1,0 +1,143 @@
+"""Bounded history of each pod's slice figures: one row per pod and minute, 24 h kept.
+
+`record_samples` folds any number of agent samples into per-minute rows with one upsert per
+(pod, minute): memory is the minute's maximum, compute the mean, so a 1 s agent interval and a
+10 s one give the same chart. Rows older than `RETENTION` are deleted as new minutes arrive, so
+storage is at most 1440 rows per live pod. `series` downsamples to `points` buckets in SQL for
+the charts (the project's series sums its pods).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from django.db import connection
+from django.utils import timezone
+
+from portal.agents.models import PodMinute
+
+RETENTION = timedelta(hours=24)
+PRUNE_EVERY_SECONDS = 60.0
+_last_prune = 0.0
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One agent report of one pod."""
+
+    project_id: int
+    namespace: str
+    pod: str
+    ts: float
+    memory_used_bytes: int
+    memory_limit_bytes: int
+    compute_used_percent: float
+    compute_target_percent: int
+
+
+@dataclass(frozen=True)
+class Point:
+    """One chart bucket: start, max memory used, memory limit, mean compute used, target."""
+
+    start: datetime
+    memory_used_bytes: int
+    memory_limit_bytes: int
+    compute_used_percent: float
+    compute_target_percent: float
+
+
+_UPSERT = """
+INSERT INTO agents_podminute AS m
+    (project_id, namespace, pod_name, minute, memory_used_max_bytes, memory_limit_bytes,
+     compute_used_sum, compute_target_percent, samples)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)
+ON CONFLICT (namespace, pod_name, minute) DO UPDATE SET
+    memory_used_max_bytes = GREATEST(m.memory_used_max_bytes, EXCLUDED.memory_used_max_bytes),
+    memory_limit_bytes = EXCLUDED.memory_limit_bytes,
+    compute_used_sum = m.compute_used_sum + EXCLUDED.compute_used_sum,
+    compute_target_percent = EXCLUDED.compute_target_percent,
+    samples = m.samples + EXCLUDED.samples
+"""
+
+
+def record_samples(samples: list[Sample], now: datetime | None = None) -> int:
+    """Fold samples into per-minute rows; returns the rows upserted."""
+    minutes: dict[tuple[str, str, int], list] = {}
+    for s in samples:
+        key = (s.namespace, s.pod, int(s.ts // 60) * 60)
+        row = minutes.get(key)
+        if row is None:
+            minutes[key] = [s.project_id, s.memory_used_bytes, s.memory_limit_bytes,
+                            s.compute_used_percent, s.compute_target_percent, 1]  # fmt: skip
+        else:
+            row[1] = max(row[1], s.memory_used_bytes)
+            row[2], row[4] = s.memory_limit_bytes, s.compute_target_percent
+            row[3] += s.compute_used_percent
+            row[5] += 1
+    params = [
+        (r[0], ns, pod, datetime.fromtimestamp(minute, tz=UTC), r[1], r[2], r[3], r[4], r[5])
+        for (ns, pod, minute), r in minutes.items()
+    ]
+    if params:
+        with connection.cursor() as cursor:
+            cursor.executemany(_UPSERT, params)
+    prune(now)
+    return len(params)
+
+
+def prune(now: datetime | None = None, force: bool = False) -> int:
+    """Delete rows older than RETENTION (at most once a minute per process unless forced)."""
+    global _last_prune  # noqa: PLW0603 - a per-process rate limit, nothing else shares it
+    if not force and time.monotonic() - _last_prune < PRUNE_EVERY_SECONDS:
+        return 0
+    _last_prune = time.monotonic()
+    cutoff = (now or timezone.now()) - RETENTION
+    deleted, _ = PodMinute.objects.filter(minute__lt=cutoff).delete()
+    return deleted
+
+
+_SERIES = """
+    WITH per_pod AS (
+        SELECT floor(extract(epoch FROM minute - %s) / %s) AS bucket, pod_name,
+               max(memory_used_max_bytes) AS mem, max(memory_limit_bytes) AS lim,
+               sum(compute_used_sum) / sum(samples) AS used,
+               avg(compute_target_percent) AS target
+        FROM agents_podminute
+        WHERE project_id = %s AND minute >= %s {}
+        GROUP BY 1, 2)
+    SELECT bucket, sum(mem), sum(lim), sum(used), sum(target)
+    FROM per_pod GROUP BY 1 ORDER BY 1"""
+_SERIES_PROJECT = _SERIES.format("")
+_SERIES_POD = _SERIES.format("AND pod_name = %s")
+
+
+def series(
+    project_id: int, pod: str | None = None, points: int = 96, now: datetime | None = None
+) -> list[Point]:
+    """The last 24 h in `points` buckets: one pod's, or the project's (pods summed)."""
+    now = now or timezone.now()
+    start = now - RETENTION
+    width = int(RETENTION.total_seconds() // points)
+    sql = _SERIES_POD if pod else _SERIES_PROJECT
+    args: list = [start, width, project_id, start] + ([pod] if pod else [])
+    with connection.cursor() as cursor:
+        cursor.execute(sql, args)
+        rows = cursor.fetchall()
+    return [
+        Point(start + timedelta(seconds=int(b) * width), int(m), int(lim), float(u), float(t))
+        for b, m, lim, u, t in rows
+    ]
+
+
+def pods_with_history(project_id: int, limit: int = 20) -> list[str]:
+    """Names of the project's pods that have rows in the last 24 h (first `limit`, by name)."""
+    cutoff = timezone.now() - RETENTION
+    names = (
+        PodMinute.objects.filter(project_id=project_id, minute__gte=cutoff)
+        .values_list("pod_name", flat=True)
+        .distinct()
+        .order_by("pod_name")
+    )
+    return list(names[:limit])

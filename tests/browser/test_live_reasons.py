@@ -1,0 +1,71 @@
+"""The live page in chromium follows one pod through what the cluster says about it, without a
+reload: Pending (capacity busy) → Running → OOMKilled. The facts enter the way the watcher hands
+them to the portal (`record_cluster_view`), through the Redis channel layer to a real daphne."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+from django.conf import settings
+from django.db import connection, connections
+from django.test import Client
+from playwright.sync_api import expect
+
+from portal.status.services import record_cluster_view
+from tests.helpers.factories import make_world
+from tests.helpers.portal import serve_portal
+from tranche.pod_reasons import ContainerFacts, PodFacts
+
+CLS = "tranche-v100-8g"
+FULL = "0/2 nodes are available: 2 cannot allocate all claims."
+OOM = ContainerFacts(
+    "main", last_terminated_reason="OOMKilled", last_exit_code=137, memory_limit="512Mi"
+)
+
+
+def test_pending_running_oomkilled_without_reload(browser, transactional_db):
+    world = make_world()
+    project, ns = world.project_a, world.project_a.namespace
+    client = Client()
+    client.force_login(world.viewer)
+    session = client.cookies[settings.SESSION_COOKIE_NAME].value
+
+    def cluster_says(pod: PodFacts) -> None:
+        # The watcher calls from its own thread (playwright's loop runs in this one).
+        def call() -> None:
+            try:
+                record_cluster_view(
+                    project_id=project.pk, namespace=ns, pods=[pod], refusals=[], quota=None
+                )
+            finally:
+                connections.close_all()
+
+        with ThreadPoolExecutor(1) as pool:
+            pool.submit(call).result(timeout=30)
+
+    with serve_portal(connection.settings_dict["NAME"]) as portal:
+        base = portal.url.replace("ws://", "http://").removesuffix("/ws/agent/")
+        context = browser.new_context(base_url=base)
+        try:
+            context.add_cookies(
+                [{"name": settings.SESSION_COOKIE_NAME, "value": session, "url": base}]
+            )
+            page = context.new_page()
+            page.goto(f"/projects/{project.pk}/status/")
+            expect(page.locator("#live-status")).to_have_attribute("data-state", "live")
+            row = page.locator("#cluster-pods tr[data-key]", has_text="train")
+            phase, reason = (
+                row.locator('td[data-field="phase"]'),
+                row.locator('td[data-field="reason"]'),
+            )
+            cluster_says(PodFacts("train", gpu_classes=(CLS,), unschedulable_message=FULL))
+            expect(phase).to_have_text("Pending")
+            expect(reason).to_contain_text("Capacity busy")
+            expect(reason).to_contain_text("entitlement, not a reservation")
+            cluster_says(PodFacts("train", phase="Running", gpu_classes=(CLS,)))
+            expect(phase).to_have_text("Running")
+            cluster_says(PodFacts("train", phase="Running", gpu_classes=(CLS,), containers=(OOM,)))
+            expect(reason).to_contain_text("OOMKilled, exit code 137")
+            expect(reason).to_contain_text("RAM limit of 512Mi")
+        finally:
+            context.close()

@@ -1,0 +1,92 @@
+"""What the watcher hands the portal (`record_cluster_view`) reaches the live page through the
+real ASGI stack, the Redis channel layer and PostgreSQL: one pod going Pending (capacity busy) →
+Running → OOMKilled → gone, without a reload; rows stay bounded; CPU/RAM used come from the
+ResourceQuota status."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from channels.db import database_sync_to_async
+
+from portal.status.models import MAX_ROWS_PER_PROJECT, PodState
+from portal.status.services import record_cluster_view
+from portal.tenants.models import Project
+from tests.helpers.factories import make_world
+from tests.integration.status.test_status_socket import _watch
+from tranche.pod_reasons import ContainerFacts, PodFacts
+
+pytestmark = pytest.mark.django_db(transaction=True)
+CLS = "tranche-v100-8g"
+FULL = "0/2 nodes are available: 2 cannot allocate all claims."
+OOM = ContainerFacts(
+    "main", last_terminated_reason="OOMKilled", last_exit_code=137, memory_limit="512Mi"
+)
+
+
+@pytest.fixture
+def world(transactional_db):
+    return make_world()
+
+
+def test_live_page_follows_a_pod_from_pending_to_oomkilled(world):
+    project, ns = world.project_a, world.project_a.namespace
+    steps = [
+        [PodFacts("train", gpu_classes=(CLS,), unschedulable_message=FULL)],
+        [PodFacts("train", phase="Running", gpu_classes=(CLS,))],
+        [PodFacts("train", phase="Running", gpu_classes=(CLS,), containers=(OOM,))],
+        [],
+    ]
+
+    def record(pods):
+        return record_cluster_view(
+            project_id=project.pk, namespace=ns, pods=pods, refusals=[], quota=None
+        )
+
+    async def scenario() -> list[dict]:
+        page = await _watch(world.member, project.pk)
+        got = [await page.receive_json_from(timeout=5)]
+        for pods in steps:
+            await database_sync_to_async(record)(pods)
+            got.append(await page.receive_json_from(timeout=5))
+        await page.disconnect()
+        return got
+
+    snapshot, pending, running, oom, gone = asyncio.run(scenario())
+    assert snapshot == {"type": "snapshot", "rows": []}
+    assert pending["type"] == "cluster-row"
+    assert pending["key"] == f"{ns}/train"
+    assert pending["cells"]["phase"] == "Pending"
+    assert "Capacity busy" in pending["cells"]["reason"]
+    assert "entitlement, not a reservation" in pending["cells"]["reason"]
+    assert running["cells"]["phase"] == "Running"
+    assert running["reason"] == "Running"
+    assert oom["reason"] == "OOMKilled"
+    assert "RAM limit of 512Mi" in oom["cells"]["reason"]
+    assert "exit code 137" in oom["cells"]["reason"]
+    assert gone == {"type": "cluster-remove", "key": f"{ns}/train"}
+
+
+def test_rows_are_bounded_and_unchanged_facts_write_nothing(world):
+    project, ns = world.project_a, world.project_a.namespace
+    pods = [PodFacts(f"p-{i:04d}", phase="Running") for i in range(MAX_ROWS_PER_PROJECT + 100)]
+    record_cluster_view(project_id=project.pk, namespace=ns, pods=pods, refusals=[], quota=None)
+    assert PodState.objects.filter(project=project).count() == MAX_ROWS_PER_PROJECT
+    stamp = PodState.objects.filter(project=project).order_by("-updated_at").first().updated_at
+    record_cluster_view(project_id=project.pk, namespace=ns, pods=pods, refusals=[], quota=None)
+    newest = PodState.objects.filter(project=project).order_by("-updated_at").first().updated_at
+    assert newest == stamp, "storing the same facts again must not rewrite rows"
+
+
+def test_quota_status_feeds_cpu_and_memory_used(world):
+    project, ns = world.project_a, world.project_a.namespace
+    assert project.cpu_used_millicores is None
+    quota = {"hard": {"requests.cpu": "8"}, "used": {"requests.cpu": "0", "requests.memory": "0"}}
+    record_cluster_view(project_id=project.pk, namespace=ns, pods=[], refusals=[], quota=quota)
+    project = Project.objects.get(pk=project.pk)
+    assert (project.cpu_used_millicores, project.memory_used_mib) == (0, 0)
+    quota["used"] = {"requests.cpu": "7500m", "requests.memory": "3Gi"}
+    record_cluster_view(project_id=project.pk, namespace=ns, pods=[], refusals=[], quota=quota)
+    project = Project.objects.get(pk=project.pk)
+    assert (project.cpu_used_millicores, project.memory_used_mib) == (7500, 3072)

@@ -1,0 +1,65 @@
+"""Pod history: agent samples fold into one row per pod and minute (max memory, mean compute),
+rows older than 24 h are pruned, the charts' series is downsampled in SQL, and the live page
+draws it as inline SVG."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+
+from portal.agents import history
+from portal.agents.models import PodMinute
+from tests.helpers.factories import make_world
+
+pytestmark = pytest.mark.django_db(transaction=True)
+GIB = 1024**3
+NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+
+
+def _samples(project_id: int, pod: str, start: datetime, seconds: int) -> list[history.Sample]:
+    t0 = start.timestamp()
+    return [
+        history.Sample(project_id, "ns-a", pod, t0 + i, (i % 60) * GIB // 60, 8 * GIB,
+                       20.0 if i % 2 else 30.0, 25)
+        for i in range(seconds)
+    ]  # fmt: skip
+
+
+def test_samples_fold_per_minute_and_old_rows_go():
+    world = make_world()
+    pid = world.project_a.pk
+    written = history.record_samples(_samples(pid, "train", NOW - timedelta(hours=2), 7200), NOW)
+    assert written == 120
+    assert PodMinute.objects.filter(pod_name="train").count() == 120
+    row = PodMinute.objects.filter(pod_name="train").order_by("minute").first()
+    assert row.samples == 60
+    assert row.memory_used_max_bytes == 59 * GIB // 60
+    assert row.compute_used_sum / row.samples == pytest.approx(25.0)
+    # the same minute reported again in two halves still gives one row
+    again = _samples(pid, "train", NOW - timedelta(hours=2), 30)
+    history.record_samples(again, NOW)
+    assert PodMinute.objects.filter(pod_name="train").count() == 120
+    history.record_samples(_samples(pid, "old", NOW - timedelta(hours=30), 120), NOW)
+    assert history.prune(NOW, force=True) == 2
+    assert not PodMinute.objects.filter(pod_name="old").exists()
+    points = history.series(pid, "train", points=96, now=NOW)
+    assert 0 < len(points) <= 96
+    assert max(p.memory_used_bytes for p in points) == 59 * GIB // 60
+    assert all(p.memory_limit_bytes == 8 * GIB for p in points)
+
+
+def test_live_page_draws_the_charts():
+    world = make_world()
+    pid = world.project_a.pk
+    now = datetime.now(tz=UTC)
+    history.record_samples(_samples(pid, "train", now - timedelta(minutes=30), 600), now)
+    client = Client()
+    client.force_login(world.member)
+    page = client.get(reverse("project_status", args=[pid])).content.decode()
+    assert '<figure id="project-chart"><svg class="chart"' in page
+    assert 'data-pod="train"' in page
+    assert page.count("<polyline") >= 8  # project and pod: memory and compute, used and limit
+    assert "GPU memory used / limit" in page

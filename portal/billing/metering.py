@@ -2,8 +2,9 @@
 
 Three entry points, all idempotent and safe to call in any order or more than once:
 - `observe_claim(kind, claim)`: one watch event of a ResourceClaim (ADDED/MODIFIED/DELETED);
-- `resync_claims(claims)`: the cluster's full list of claims (a relist or the periodic resync):
-  opens what is allocated but unrecorded, closes what is recorded open but no longer allocated;
+- `resync_claims(claims, listed_at)`: the cluster's full list of claims (a relist or the
+  periodic resync): opens what is allocated but unrecorded, closes what is recorded open but
+  no longer allocated;
 - `parse_claim(claim)`: the pure part (which class, node, device, when allocated/released).
 
 Times come from the cluster, not from when the watcher saw the change, so a watcher that was down
@@ -149,8 +150,12 @@ def observe_claim(kind: str, claim: dict[str, Any], now: datetime | None = None)
     _open(fact, now, "event", *_targets())
 
 
-def resync_claims(claims: list[dict[str, Any]], now: datetime | None = None) -> dict[str, int]:
-    """Make the ledger agree with the cluster's full list of claims (the truth)."""
+def resync_claims(
+    claims: list[dict[str, Any]], listed_at: datetime, now: datetime | None = None
+) -> dict[str, int]:
+    """Make the ledger agree with the cluster's full list of claims (the truth), taken from a
+    LIST request sent at `listed_at`. A record written after that (by a concurrent event) is
+    newer than the list, so the list's silence about it proves nothing: it is left open."""
     now = now or timezone.now()
     projects, products = _targets()
     opened = closed = 0
@@ -165,9 +170,8 @@ def resync_claims(claims: list[dict[str, Any]], now: datetime | None = None) -> 
             closed += _close(fact.uid, min(fact.deleted_at, now), "resync")
         elif fact.allocated:
             live.add(fact.uid)
-    for uid in UsageRecord.objects.filter(released_at__isnull=True).values_list(
-        "claim_uid", flat=True
-    ):
+    stale = UsageRecord.objects.filter(released_at__isnull=True, recorded_at__lt=listed_at)
+    for uid in stale.values_list("claim_uid", flat=True):
         if uid not in live:
             closed += _close(uid, now, "resync")
     if opened or closed:

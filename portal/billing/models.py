@@ -31,6 +31,7 @@ class UsageRecord(models.Model):
     allocated_at = models.DateTimeField(db_index=True)
     released_at = models.DateTimeField(null=True, blank=True, db_index=True)
     opened_by = models.CharField(max_length=16, help_text="event or resync")
+    recorded_at = models.DateTimeField(auto_now_add=True)
     closed_by = models.CharField(max_length=16, blank=True)
 
     class Meta:

@@ -5,6 +5,7 @@ test itself observed within 2 s, also when the watcher was down while a claim wa
 
 from __future__ import annotations
 
+import sys
 import time
 from datetime import UTC, datetime
 
@@ -109,6 +110,6 @@ def test_ledger_matches_claim_lifetimes_across_a_watcher_restart(
     for name, times in seen.items():
         lifetime = times["released"] - times["allocated"]
         ledger = (records[name].released_at - records[name].allocated_at).total_seconds()
-        print(f"{name}: ledger {ledger:.2f} s, observed lifetime {lifetime:.2f} s")
+        sys.stderr.write(f"{name}: ledger {ledger:.2f} s, observed lifetime {lifetime:.2f} s\n")
         assert abs(ledger - lifetime) <= TOLERANCE_S, (name, ledger, lifetime)
         assert records[name].allocated_at <= datetime.now(UTC)

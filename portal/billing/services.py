@@ -41,6 +41,25 @@ def billing_account(organization: Organization) -> BillingAccount:
     return account
 
 
+ACCOUNT_FIELDS = ("legal_name", "address", "vat_id", "email", "currency", "tax_rate_percent")
+
+
+@transaction.atomic
+def update_billing_account(account: BillingAccount, actor, changed: list[str]) -> BillingAccount:
+    """Save staff's edit of an account with its audit row; issued invoices keep their copies."""
+    before = BillingAccount.objects.filter(pk=account.pk).values(*ACCOUNT_FIELDS).first() or {}
+    account.save()
+    record_audit(
+        actor=actor,
+        action="billing_account.change",
+        obj=account,
+        organization_id=account.organization_id,
+        before={k: str(before.get(k, "")) for k in changed if k in ACCOUNT_FIELDS},
+        after={k: str(getattr(account, k)) for k in changed if k in ACCOUNT_FIELDS},
+    )
+    return account
+
+
 def take_number(series: str, year: int) -> int:
     """The next number of `series` in `year`; call inside the issuing transaction."""
     DocumentCounter.objects.bulk_create(

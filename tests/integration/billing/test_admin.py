@@ -89,6 +89,7 @@ def test_utilisation_report(world, invoice, client) -> None:
     body = page.content.decode()
     start = body.index('<table id="utilisation">')
     body = body[start : body.index("</table>", start)]
-    # 2 x 16 GiB (50 %) slices from Nov 5 08:00: 616 h x 2 = 1232 slice-h = 616 card-h sold; no card registered: idle -616
+    # 2 x 16 GiB (50 %) slices from Nov 5 08:00: 616 h x 2 = 1232 slice-h = 616 card-h sold;
+    # no card is registered, so idle is -616
     assert "<td>1232</td>" in body
     assert "<td>616.00</td><td>-616.00</td>" in body

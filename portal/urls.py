@@ -49,6 +49,11 @@ urlpatterns = [
         name="invoice",
     ),
     path(
+        "orgs/<id:organization_id>/focus/<int:year>-<int:month>.csv",
+        billing_views.focus_export,
+        name="focus_export",
+    ),
+    path(
         "orgs/<id:organization_id>/credit-notes/<id:note_id>/",
         billing_views.credit_note,
         name="credit_note",

@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from portal.audit.models import AuditLog
 from portal.billing import money, pricing, reports, selectors, services
+from portal.billing.focus import focus_csv
 from portal.billing.models import BillingAccount, CreditNote, Invoice, UsageRecord
 from portal.core.admin import ReadOnlyAdmin
 from portal.orders.models import Order, Subscription
@@ -111,6 +112,7 @@ class InvoiceAdmin(ReadOnlyAdmin):
                 name="billing_organization",
             ),
             path("utilisation/", view(self.utilisation_view), name="billing_utilisation"),
+            path("focus/", view(self.focus_view), name="billing_focus"),
             *super().get_urls(),
         ]
 
@@ -181,18 +183,32 @@ class InvoiceAdmin(ReadOnlyAdmin):
             messages.error(request, str(exc))
         return HttpResponseRedirect(reverse("admin:billing_organization", args=[org.pk]))
 
-    # -- utilisation report -------------------------------------------------------------------
-    def utilisation_view(self, request: HttpRequest) -> HttpResponse:
-        if not request.user.has_perm("billing.view_usagerecord"):
+    def focus_view(self, request: HttpRequest) -> HttpResponse:
+        """Platform-wide FOCUS 1.0 CSV of one month (?year=&month=)."""
+        if not request.user.has_perm("billing.view_invoice"):
             raise PermissionDenied
+        year, month = self._month(request)
+        response = HttpResponse(focus_csv(year, month), content_type="text/csv; charset=utf-8")
+        response["Content-Disposition"] = f'attachment; filename="focus-{year}-{month:02d}.csv"'
+        return response
+
+    def _month(self, request: HttpRequest) -> tuple[int, int]:
         now = timezone.now()
         try:
             year = int(request.GET.get("year", now.year))
             month = int(request.GET.get("month", now.month))
             pricing.month_start(year, month)
         except ValueError:
-            year, month = now.year, now.month
             messages.error(request, "Year and month must be numbers (e.g. 2026 and 11).")
+            return now.year, now.month
+        return year, month
+
+    # -- utilisation report -------------------------------------------------------------------
+    def utilisation_view(self, request: HttpRequest) -> HttpResponse:
+        if not request.user.has_perm("billing.view_usagerecord"):
+            raise PermissionDenied
+        now = timezone.now()
+        year, month = self._month(request)
         context = {
             **self.admin_site.each_context(request),
             "title": f"Utilisation per GPU model, {year}-{month:02d}",

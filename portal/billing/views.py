@@ -6,11 +6,12 @@ organization's documents are a 404, indistinguishable from missing ones."""
 from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 
 from portal.billing import money, selectors
+from portal.billing.focus import focus_csv
 from portal.tenants.context import nav_context
 from portal.tenants.selectors import get_membership
 
@@ -59,3 +60,16 @@ def credit_note(request: HttpRequest, organization_id: int, note_id: int) -> Htt
     org = get_membership(request.user, organization_id).organization
     note = selectors.get_credit_note(org, note_id)
     return _document(request, "billing/credit_note.html", {"note": note}, f"{note}.html")
+
+
+@login_required
+def focus_export(request: HttpRequest, organization_id: int, year: int, month: int) -> HttpResponse:
+    """The organization's FOCUS 1.0 CSV of one month's issued invoices and credit notes."""
+    org = get_membership(request.user, organization_id).organization
+    if not 1 <= month <= 12:
+        raise Http404("No such month.")
+    response = HttpResponse(focus_csv(year, month, org), content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = (
+        f'attachment; filename="focus-{org.slug}-{year}-{month:02d}.csv"'
+    )
+    return response

@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from portal.billing import money, selectors
 from portal.billing.focus import focus_csv
+from portal.billing.pdf import html_to_pdf
 from portal.tenants.context import nav_context
 from portal.tenants.selectors import get_membership
 
@@ -38,10 +39,15 @@ def billing(request: HttpRequest, organization_id: int) -> HttpResponse:
     return render(request, "billing/billing.html", context)
 
 
-def _document(request, template: str, context: dict, filename: str) -> HttpResponse:
+def _document(request, template: str, context: dict, name: str) -> HttpResponse:
+    """The document as HTML, as a downloaded HTML file (?download=1) or as PDF (?format=pdf)."""
     response = render(request, template, context)
-    if request.GET.get("download"):
-        response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    if request.GET.get("format") == "pdf":
+        pdf = html_to_pdf(response.content.decode(), request.build_absolute_uri("/"))
+        response = HttpResponse(pdf, content_type="application/pdf")
+        response["Content-Disposition"] = f'attachment; filename="{name}.pdf"'
+    elif request.GET.get("download"):
+        response["Content-Disposition"] = f'attachment; filename="{name}.html"'
     return response
 
 
@@ -51,7 +57,7 @@ def invoice(request: HttpRequest, organization_id: int, invoice_id: int) -> Http
     org = get_membership(request.user, organization_id).organization
     doc = selectors.get_invoice(org, invoice_id)
     context = {"invoice": doc, "lines": doc.lines.select_related("product", "project")}
-    return _document(request, "billing/invoice.html", context, f"{doc}.html")
+    return _document(request, "billing/invoice.html", context, str(doc))
 
 
 @login_required
@@ -59,7 +65,7 @@ def credit_note(request: HttpRequest, organization_id: int, note_id: int) -> Htt
     """The printable credit note (?download=1 to save it as a file)."""
     org = get_membership(request.user, organization_id).organization
     note = selectors.get_credit_note(org, note_id)
-    return _document(request, "billing/credit_note.html", {"note": note}, f"{note}.html")
+    return _document(request, "billing/credit_note.html", {"note": note}, str(note))
 
 
 @login_required

@@ -62,8 +62,13 @@ def test_invoice_download_and_isolation(world, client_of) -> None:
     assert download["Content-Disposition"] == f'attachment; filename="{invoice}.html"'
     assert str(invoice.total) in download.content.decode()
     assert "@media print" in download.content.decode()
+    pdf = owner.get(url, {"format": "pdf"})
+    assert pdf["Content-Type"] == "application/pdf"
+    assert pdf.content.startswith(b"%PDF-")
+    assert pdf["Content-Disposition"] == f'attachment; filename="{invoice}.pdf"'
     note_url = reverse("credit_note", args=[world.org_a.pk, note.pk])
     assert owner.get(note_url).status_code == 200
+    assert owner.get(note_url, {"format": "pdf"}).content.startswith(b"%PDF-")
     outsider = client_of(world.outsider)
     assert outsider.get(url).status_code == 404
     assert outsider.get(note_url).status_code == 404

@@ -67,7 +67,18 @@ def test_ledger_through_apiserver_outage(tenant, controller_settings, private_cl
             time.sleep(1)
         launcher.start_component(cluster, "kube-apiserver")
         wait_for(lambda: _api_up(core), 60, "kube-apiserver back")
-        start("llm-c")
+        for name in ("kube-controller-manager", "kube-scheduler", "kwok"):
+            pid = launcher.running_pid(cluster, launcher.component(cluster, name))
+            sys.stderr.write(f"after the outage {name} pid={pid}\n")
+        try:
+            start("llm-c")
+        except BaseException:
+            pod = core.read_namespaced_pod("llm-c", ns)
+            claims = custom.list_namespaced_custom_object(
+                "resource.k8s.io", "v1", ns, "resourceclaims"
+            )
+            sys.stderr.write(f"llm-c status: {pod.status}\nclaims: {claims}\n")
+            raise
         stop("llm-b")
         stop("llm-c")
         for pod_name, claim in pods.items():

@@ -93,6 +93,10 @@ class DocumentCounter(models.Model):
         return f"{self.series} {self.year}: {self.last_number}"
 
 
+class ImmutableInvoiceError(Exception):
+    """An attempt to edit an issued invoice or its lines (credit it instead)."""
+
+
 class Invoice(models.Model):
     """One organization's invoice for one calendar month (UTC). Numbered when issued; an issued
     invoice is never edited: it is paid, voided (its number stays used) or credited."""
@@ -139,6 +143,13 @@ class Invoice(models.Model):
     def __str__(self) -> str:
         return self.display_number or f"Draft invoice {self.year}-{self.month:02d}"
 
+    def save(self, *args, **kwargs) -> None:
+        """Only a draft is ever saved whole; an issued invoice changes state by the services'
+        compare-and-swap updates (state, dates, void reason), never its content."""
+        if self.pk and Invoice.objects.filter(pk=self.pk).exclude(state=self.State.DRAFT).exists():
+            raise ImmutableInvoiceError(f"Invoice {self} is issued: it is never edited.")
+        super().save(*args, **kwargs)
+
     @property
     def display_number(self) -> str:
         return f"{self.series}-{self.number_year}-{self.number:06d}" if self.number else ""
@@ -165,6 +176,11 @@ class InvoiceLine(models.Model):
 
     def __str__(self) -> str:
         return self.description
+
+    def save(self, *args, **kwargs) -> None:
+        if self.invoice_id and self.invoice.state != Invoice.State.DRAFT:
+            raise ImmutableInvoiceError(f"Invoice {self.invoice} is issued: its lines are final.")
+        super().save(*args, **kwargs)
 
 
 class CreditNote(models.Model):

@@ -11,7 +11,7 @@ from django.db import connection
 
 from portal.audit.models import AuditLog
 from portal.billing import services
-from portal.billing.models import CreditNote, Invoice
+from portal.billing.models import CreditNote, ImmutableInvoiceError, Invoice
 from portal.tenants.errors import ConflictError, ServiceError
 from portal.tenants.models import Membership
 from tests.factories import make_tenant
@@ -137,3 +137,26 @@ def test_numbering_gapless_under_ten_concurrent_runs() -> None:
     numbers = sorted(Invoice.objects.values_list("number", flat=True))
     assert numbers == list(range(1, 13))
     assert not CreditNote.objects.exists()
+
+
+def test_issued_invoice_is_never_edited(world) -> None:
+    _month_of_changes(world)
+    invoice, _ = services.generate_invoice(world.org_a, 2026, 11)
+    invoice.total = Decimal("1.00")
+    with pytest.raises(ImmutableInvoiceError):
+        invoice.save()
+    line = invoice.lines.first()
+    line.amount = Decimal("0.01")
+    with pytest.raises(ImmutableInvoiceError):
+        line.save()
+    invoice.refresh_from_db()
+    assert invoice.total != Decimal("1.00")
+
+
+def test_beat_task_invoices_last_month_once(world) -> None:
+    from portal.billing.tasks import invoice_month
+
+    _month_of_changes(world)
+    assert invoice_month.apply(args=[2026, 11]).get() == {"organizations": 1, "created": 1}
+    assert invoice_month.apply(args=[2026, 11]).get() == {"organizations": 1, "created": 0}
+    assert Invoice.objects.count() == 1

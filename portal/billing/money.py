@@ -4,7 +4,8 @@ Rules (docs/billing.md, "Rounding"):
 - amounts are `Decimal`, never float; a float argument is refused;
 - each invoice line is computed exactly, then rounded once, half-up, to the cent;
 - tax is computed on the rounded net total of a document, rounded once, half-up, to the cent;
-- a document total is the sum of its rounded lines plus its rounded tax (never re-derived).
+- a document total is the sum of its rounded lines plus its rounded tax (never re-derived);
+- a per-hour rate shown for information (catalogue) has 4 decimals; it is never billed as such.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 from decimal import ROUND_HALF_UP, Decimal
 
 CENT = Decimal("0.01")
+RATE = Decimal("0.0001")
 ZERO = Decimal("0.00")
 
 
@@ -26,6 +28,11 @@ def round_cents(amount: Decimal | int | str) -> Decimal:
     """Half-up to the cent (0.005 -> 0.01, -0.005 -> -0.01: symmetric around zero); never -0.00."""
     rounded = to_decimal(amount).quantize(CENT, rounding=ROUND_HALF_UP)
     return abs(rounded) if rounded == 0 else rounded
+
+
+def round_rate(amount: Decimal | int | str) -> Decimal:
+    """A per-hour rate shown for information (4 decimals, half-up); never summed into a bill."""
+    return to_decimal(amount).quantize(RATE, rounding=ROUND_HALF_UP)
 
 
 def tax_of(net: Decimal, rate_percent: Decimal) -> Decimal:

@@ -3,14 +3,12 @@
 
 from __future__ import annotations
 
-from decimal import Decimal
-
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 
-from portal.billing import pricing
+from portal.billing import money, pricing
 from portal.catalog.selectors import sellable_products
 from portal.tenants.context import nav_context
 
@@ -23,6 +21,6 @@ def catalogue(request: HttpRequest) -> HttpResponse:
     hours = pricing.hours_in_month(*pricing.month_of(now))
     products = list(sellable_products())
     for product in products:
-        product.rate_this_month = (product.monthly_price / hours).quantize(Decimal("0.0001"))
+        product.rate_this_month = money.round_rate(product.monthly_price / hours)
     context = {"products": products, "hours_this_month": hours, **nav_context(request)}
     return render(request, "catalog/catalogue.html", context)

@@ -75,3 +75,15 @@ def test_invoice_download_and_isolation(world, client_of) -> None:
     assert outsider.get(reverse("billing", args=[world.org_a.pk])).status_code == 404
     # the outsider's own organization does not reach org A's invoice either
     assert outsider.get(reverse("invoice", args=[world.org_b.pk, invoice.pk])).status_code == 404
+
+
+def test_catalogue_shows_the_rate_pro_rating_charges(world, client_of) -> None:
+    from portal.billing import money, pricing
+
+    now = timezone.now()
+    hours = pricing.hours_in_month(*pricing.month_of(now))
+    product = world.products[CLASS]
+    body = client_of(world.owner).get(reverse("catalogue")).content.decode()
+    assert f"{money.round_rate(product.monthly_price / hours)} EUR" in body
+    assert f"monthly ÷ {hours} h" in body
+    assert str(product.hourly_price) not in body  # the old, never-charged price is gone

@@ -15,13 +15,14 @@ from django.urls import path, reverse
 from django.utils import timezone
 
 from portal.audit.models import AuditLog
-from portal.billing import money, pricing, reports, selectors, services
+from portal.billing import reports, selectors, services
 from portal.billing.focus import focus_csv
 from portal.billing.models import BillingAccount, CreditNote, Invoice, UsageRecord
 from portal.core.admin import ReadOnlyAdmin
 from portal.orders.models import Order, Subscription
 from portal.tenants.errors import ServiceError
 from portal.tenants.models import Membership, Organization, Project
+from tranche import money, pricing
 
 
 @admin.register(BillingAccount)

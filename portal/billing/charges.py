@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 
-from portal.billing import pricing
 from portal.orders.models import Order
+from tranche import pricing
 
 
 @dataclass(frozen=True)

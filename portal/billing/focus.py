@@ -15,9 +15,9 @@ from collections.abc import Iterable, Iterator
 from decimal import Decimal
 from io import StringIO
 
-from portal.billing import pricing
 from portal.billing.models import CreditNote, Invoice
 from portal.tenants.models import Organization
+from tranche import pricing
 
 COLUMNS = [
     "AvailabilityZone", "BilledCost", "BillingAccountId", "BillingAccountName", "BillingCurrency",

@@ -1,6 +1,6 @@
 """Billing records: the metering ledger (UsageRecord), billing accounts, invoices with their
 lines, credit notes and the gapless number counters. Written only through `billing.services`
-and `billing.metering`; money is Decimal, rounded by `billing.money`."""
+and `billing.metering`; money is Decimal, rounded by `tranche.money`."""
 
 from __future__ import annotations
 

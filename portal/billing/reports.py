@@ -16,10 +16,10 @@ from decimal import Decimal
 from django.utils import timezone
 
 from portal.agents.models import NodeToken
-from portal.billing import pricing
 from portal.billing.charges import subscription_months
 from portal.billing.selectors import overlap_seconds, usage_in
 from portal.catalog.models import Product
+from tranche import pricing
 
 HUNDRED = Decimal(100)
 

@@ -13,10 +13,10 @@ from django.db.models import Q, QuerySet
 from django.http import Http404
 from django.utils import timezone
 
-from portal.billing import money, pricing
 from portal.billing.charges import current_quantity, subscription_months
 from portal.billing.models import CreditNote, Invoice, UsageRecord
 from portal.tenants.models import Organization
+from tranche import money, pricing
 
 
 def usage_in(

@@ -20,11 +20,11 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from portal.audit.services import record_audit
-from portal.billing import money, pricing
 from portal.billing.charges import SubscriptionMonth, subscription_months
 from portal.billing.models import BillingAccount, CreditNote, DocumentCounter, Invoice, InvoiceLine
 from portal.tenants.errors import ConflictError, ServiceError
 from portal.tenants.models import Organization
+from tranche import money, pricing
 
 SYSTEM = "billing"
 

@@ -6,7 +6,8 @@ from celery import shared_task
 from django.db import InterfaceError, OperationalError
 from django.utils import timezone
 
-from portal.billing import pricing, services
+from portal.billing import services
+from tranche import pricing
 
 
 def previous_month(year: int, month: int) -> tuple[int, int]:

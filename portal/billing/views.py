@@ -10,11 +10,12 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 
-from portal.billing import money, selectors
+from portal.billing import selectors
 from portal.billing.focus import focus_csv
 from portal.billing.pdf import html_to_pdf
 from portal.tenants.context import nav_context
 from portal.tenants.selectors import get_membership
+from tranche import money
 
 
 @login_required

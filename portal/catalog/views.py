@@ -8,9 +8,9 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 
-from portal.billing import money, pricing
 from portal.catalog.selectors import sellable_products
 from portal.tenants.context import nav_context
+from tranche import money, pricing
 
 
 @login_required

@@ -11,12 +11,12 @@ from django.db.models import QuerySet
 from django.http import Http404
 from django.utils import timezone
 
-from portal.billing import money
-from portal.billing import pricing as billing_pricing
 from portal.catalog.models import Product
 from portal.orders.models import MAX_SLICES_PER_PRODUCT, Order, ProjectUsage, Subscription
 from portal.tenants.errors import ServiceError
 from portal.tenants.models import Project
+from tranche import money
+from tranche import pricing as billing_pricing
 from tranche.orders import OPEN_ORDER_STATES
 
 
@@ -25,7 +25,7 @@ class Quote:
     """What an order would do and cost; shown on the confirmation page, stored on the order.
 
     `prorata_charge` is what the order adds to this month's invoice (negative: a credit), priced
-    by `portal.billing.pricing` to the hour, as the invoice will bill it."""
+    by `tranche.pricing` to the hour, as the invoice will bill it."""
 
     kind: str
     from_quantity: int

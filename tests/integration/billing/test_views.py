@@ -78,7 +78,7 @@ def test_invoice_download_and_isolation(world, client_of) -> None:
 
 
 def test_catalogue_shows_the_rate_pro_rating_charges(world, client_of) -> None:
-    from portal.billing import money, pricing
+    from tranche import money, pricing
 
     now = timezone.now()
     hours = pricing.hours_in_month(*pricing.month_of(now))

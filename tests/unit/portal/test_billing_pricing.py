@@ -8,8 +8,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from portal.billing import money, pricing
-from portal.billing.pricing import Change
+from tranche import money, pricing
+from tranche.pricing import Change
 
 UNIT = Decimal("100.00")
 PARIS = ZoneInfo("Europe/Paris")

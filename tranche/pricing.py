@@ -8,7 +8,7 @@ See docs/billing.md. In short:
 - on an invoice, the quantity held when the month starts is one full-month line, and every change
   of the hourly quantity is one signed pro-ration line from its hour to the end of the month: an
   increase is a charge, a decrease or a cancel is a credit (a negative line);
-- every line is rounded once, half-up, to the cent (`portal.billing.money`).
+- every line is rounded once, half-up, to the cent (`tranche.money`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
-from portal.billing.money import round_cents, to_decimal
+from tranche.money import round_cents, to_decimal
 
 HOUR = timedelta(hours=1)
 

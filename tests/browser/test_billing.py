@@ -16,7 +16,7 @@ from portal.catalog.seed import ensure_catalogue
 from portal.orders.models import Order
 from portal.orders.services import place_order
 from portal.tenants.models import Membership
-from tests.factories import PASSWORD, make_tenant
+from tests.helpers.factories import PASSWORD, make_tenant
 
 
 def _invoiced_tenant():

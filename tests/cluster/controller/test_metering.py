@@ -13,8 +13,8 @@ from kubernetes.client.rest import ApiException
 
 from controller.reconcile import reconcile_project
 from controller.watch import Watcher
-from tests.cluster.controller.conftest import wait_for
 from tests.cluster.controller.test_watch import CLASS, _pod, _slice
+from tests.helpers.wait import wait_for
 
 TOLERANCE_S = 2.0
 

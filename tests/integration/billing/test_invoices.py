@@ -14,7 +14,7 @@ from portal.billing import services
 from portal.billing.models import CreditNote, ImmutableInvoiceError, Invoice
 from portal.tenants.errors import ConflictError, ServiceError
 from portal.tenants.models import Membership
-from tests.factories import make_tenant
+from tests.helpers.factories import make_tenant
 from tests.integration.billing.helpers import place_at
 
 V100_16 = "tranche-v100-16g"

@@ -16,7 +16,7 @@ from controller.watch import Watcher
 from deploy.devcluster import launcher
 from deploy.devcluster.nodes import create_fake_gpu_nodes
 from tests.cluster.controller.test_faults import OUTAGE_SECONDS, private_cluster  # noqa: F401
-from tests.cluster.controller.test_metering import _claim_of, _gone
+from tests.cluster.controller.test_metering import TOLERANCE_S, _claim_of, _gone
 from tests.cluster.controller.test_watch import CLASS, _pod, _slice
 from tests.helpers.wait import wait_for
 
@@ -108,8 +108,14 @@ def test_ledger_through_apiserver_outage(tenant, controller_settings, private_cl
             f"{times['released'] - times['allocated']:.2f} s (closed by {record.closed_by})\n"
         )
         allocated, released = record.allocated_at.timestamp(), record.released_at.timestamp()
-        assert times["created"] - 1 <= allocated <= times["allocated"], (record.claim_name, times)
-        assert times["released"] - 1 <= released <= times["gone"], (record.claim_name, times)
+        assert times["created"] - 1 <= allocated <= times["allocated"] + TOLERANCE_S, (
+            record.claim_name,
+            times,
+        )
+        assert times["released"] - 1 <= released <= times["gone"] + TOLERANCE_S, (
+            record.claim_name,
+            times,
+        )
 
 
 def _api_up(core) -> bool:

@@ -14,8 +14,8 @@ import logging
 from celery import shared_task
 from django.db import InterfaceError, OperationalError
 
-from controller import reconcile, retire
-from controller.apply import TransientApiError
+from controller import metering, reconcile, retire
+from controller.apply import TransientApiError, shared_api_client
 
 log = logging.getLogger(__name__)
 TRANSIENT = (TransientApiError, OperationalError, InterfaceError)
@@ -48,7 +48,8 @@ def reconcile_project(project_id: int) -> dict:
 def resync_all() -> dict:
     """Check every project against the cluster (beat); a no-op resync writes nothing."""
     results = reconcile.resync_all()
-    return {"projects": len(results), "writes": sum(r.writes for r in results)}
+    ledger = metering.resync_ledger(shared_api_client())
+    return {"projects": len(results), "writes": sum(r.writes for r in results), "ledger": ledger}
 
 
 @shared_task(name="controller.retire_namespace", **RETRY)

@@ -186,6 +186,12 @@ CELERY_BEAT_SCHEDULE = {
         "task": "portal.core.record_heartbeat",
         "schedule": TRANCHE_HEARTBEAT_SECONDS,
     },
+    "billing-invoice-last-month": {
+        # hourly: idempotent, so the first run after a month ends invoices it and later runs
+        # (or a beat that was down at midnight) create nothing more
+        "task": "billing.invoice_month",
+        "schedule": env_int("TRANCHE_INVOICE_RUN_SECONDS", 3600, minimum=60),
+    },
     "controller-resync": {
         "task": "controller.resync_all",
         "schedule": env_int("TRANCHE_RESYNC_SECONDS", 60, minimum=5),
@@ -194,6 +200,13 @@ CELERY_BEAT_SCHEDULE = {
 }
 # The controller is not a Django app: its tasks module is imported by name.
 CELERY_IMPORTS = ("controller.tasks",)
+# Printed on every invoice and credit note as the seller.
+BILLING_SELLER = {
+    "name": env_str("TRANCHE_SELLER_NAME", "Tranche GPU Cloud"),
+    "address": env_str("TRANCHE_SELLER_ADDRESS", ""),
+    "vat_id": env_str("TRANCHE_SELLER_VAT_ID", ""),
+    "email": env_str("TRANCHE_SELLER_EMAIL", "billing@tranche.invalid"),
+}
 CONTROLLER_CANCEL_GRACE_SECONDS = env_int("TRANCHE_CANCEL_GRACE_SECONDS", 3600, minimum=0)
 
 # Cluster access (docs/cluster-access.md): how long a downloaded kubeconfig works (the

@@ -7,6 +7,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import path, register_converter
 
 from portal.access import views as access_views
+from portal.billing import views as billing_views
 from portal.catalog import views as catalog_views
 from portal.core import views as core_views
 from portal.orders import manifest_views
@@ -42,6 +43,22 @@ urlpatterns = [
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("orgs/<id:organization_id>/", tenant_views.organization, name="organization"),
+    path("orgs/<id:organization_id>/billing/", billing_views.billing, name="billing"),
+    path(
+        "orgs/<id:organization_id>/invoices/<id:invoice_id>/",
+        billing_views.invoice,
+        name="invoice",
+    ),
+    path(
+        "orgs/<id:organization_id>/focus/<int:year>-<int:month>.csv",
+        billing_views.focus_export,
+        name="focus_export",
+    ),
+    path(
+        "orgs/<id:organization_id>/credit-notes/<id:note_id>/",
+        billing_views.credit_note,
+        name="credit_note",
+    ),
     path("invite/<str:token>/", tenant_views.accept_invitation, name="accept_invitation"),
     path("switch/", tenant_views.switch_project, name="switch_project"),
     path("catalogue/", catalog_views.catalogue, name="catalogue"),

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import urllib3
@@ -65,6 +66,7 @@ class ResourceStream:
         self.on_event = on_event
         self.resource_version: str | None = None
         self.relists = 0
+        self.listed_at = datetime.now(UTC)
         self._open: urllib3.HTTPResponse | None = None
         self._lock = threading.Lock()
         self._cut = False
@@ -79,6 +81,7 @@ class ResourceStream:
 
     def relist(self) -> None:
         self.relists += 1
+        self.listed_at = datetime.now(UTC)  # before the request: what the list may not show
         body = json.loads(self._get([], stream=False).data)
         self.on_list(body.get("items", []))
         self.resource_version = body["metadata"]["resourceVersion"]

@@ -14,11 +14,13 @@ import logging
 import random
 import threading
 import time
+from typing import Any
 
 import urllib3
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from controller import metering
 from controller.watch.state import ClusterState
 from controller.watch.stream import RESOURCES, GoneError, ResourceStream
 from controller.watch.writer import UsageWriter
@@ -55,12 +57,22 @@ class Watcher:
             name: ResourceStream(
                 api,
                 name,
-                on_list=lambda items, name=name: self.state.replace(name, items),
-                on_event=lambda kind, obj, name=name: self.state.apply(name, kind, obj),
+                on_list=lambda items, name=name: self._listed(name, items),
+                on_event=lambda kind, obj, name=name: self._event(name, kind, obj),
             )
             for name in RESOURCES
         }
         self.threads: list[threading.Thread] = []
+
+    def _listed(self, name: str, items: list[dict[str, Any]]) -> None:
+        self.state.replace(name, items)
+        if name == "claims":  # the billing ledger follows claims (controller/metering.py)
+            metering.meter_claims_listed(items, self.streams[name].listed_at)
+
+    def _event(self, name: str, kind: str, obj: dict[str, Any]) -> None:
+        self.state.apply(name, kind, obj)
+        if name == "claims":
+            metering.meter_claim_event(kind, obj)
 
     @property
     def relists(self) -> dict[str, int]:

@@ -17,6 +17,8 @@ command -v gcc >/dev/null 2>&1 || need+=(gcc make)
 # The core's region reclaimer needs libatomic; the sanitizer builds need gcc's ASan/UBSan runtimes.
 dpkg -s libatomic1 >/dev/null 2>&1 || need+=(libatomic1)
 dpkg -s libasan8 >/dev/null 2>&1 || need+=(libasan8 libubsan1)
+# WeasyPrint (invoice PDFs) renders text through Pango.
+dpkg -s libpango-1.0-0 >/dev/null 2>&1 || need+=(libpango-1.0-0 libpangoft2-1.0-0)
 # kubelet-lite runs simulated pod workloads in a private mount namespace (unshare).
 command -v unshare >/dev/null 2>&1 || need+=(util-linux)
 if [ ${#need[@]} -gt 0 ]; then

@@ -21,11 +21,12 @@ class ProductAdmin(admin.ModelAdmin):
         "memory_mib",
         "compute_percent",
         "monthly_price",
-        "hourly_price",
         "currency",
         "sellable",
     )
-    list_editable = ("monthly_price", "hourly_price", "sellable")
+    list_editable = ("monthly_price", "sellable")
+    # hourly_price is not charged (docs/billing.md): hidden until a migration drops the column.
+    exclude = ("hourly_price",)
     list_filter = ("sellable", "gpu_model")
     search_fields = ("name", "device_class")
 

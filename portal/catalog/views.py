@@ -6,13 +6,21 @@ from __future__ import annotations
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.utils import timezone
 
 from portal.catalog.selectors import sellable_products
 from portal.tenants.context import nav_context
+from tranche import money, pricing
 
 
 @login_required
 def catalogue(request: HttpRequest) -> HttpResponse:
-    """Sellable products with price, memory, compute share and the GPU they run on."""
-    context = {"products": sellable_products(), **nav_context(request)}
+    """Sellable products with price, memory, compute share and the GPU they run on; the per-hour
+    figure is the monthly price spread over this month's hours (how pro-rating bills it)."""
+    now = timezone.now()
+    hours = pricing.hours_in_month(*pricing.month_of(now))
+    products = list(sellable_products())
+    for product in products:
+        product.rate_this_month = money.round_rate(product.monthly_price / hours)
+    context = {"products": products, "hours_this_month": hours, **nav_context(request)}
     return render(request, "catalog/catalogue.html", context)

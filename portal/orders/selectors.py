@@ -4,7 +4,7 @@ through `tenants.selectors.get_project` (so another organization's rows are neve
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import date
+from datetime import datetime
 from decimal import Decimal
 
 from django.db.models import QuerySet
@@ -12,16 +12,20 @@ from django.http import Http404
 from django.utils import timezone
 
 from portal.catalog.models import Product
-from portal.orders import pricing
 from portal.orders.models import MAX_SLICES_PER_PRODUCT, Order, ProjectUsage, Subscription
 from portal.tenants.errors import ServiceError
 from portal.tenants.models import Project
+from tranche import money
+from tranche import pricing as billing_pricing
 from tranche.orders import OPEN_ORDER_STATES
 
 
 @dataclass(frozen=True)
 class Quote:
-    """What an order would do and cost; shown on the confirmation page, stored on the order."""
+    """What an order would do and cost; shown on the confirmation page, stored on the order.
+
+    `prorata_charge` is what the order adds to this month's invoice (negative: a credit), priced
+    by `tranche.pricing` to the hour, as the invoice will bill it."""
 
     kind: str
     from_quantity: int
@@ -30,8 +34,16 @@ class Quote:
     monthly_total: Decimal
     prorata_charge: Decimal
     currency: str
-    remaining_days: int
-    days_in_month: int
+    billed_hours: int
+    hours_in_month: int
+
+    @property
+    def is_credit(self) -> bool:
+        return self.prorata_charge < 0
+
+    @property
+    def credit(self) -> Decimal:
+        return -self.prorata_charge
 
 
 @dataclass(frozen=True)
@@ -55,7 +67,7 @@ def current_quantity(project: Project, product: Product) -> int:
 
 
 def quote_order(
-    project: Project, product: Product, quantity: int, today: date | None = None
+    project: Project, product: Product, quantity: int, now: datetime | None = None
 ) -> Quote:
     """Validate the target `quantity` and price it; raises `ServiceError` with the reason."""
     if not 0 <= quantity <= MAX_SLICES_PER_PRODUCT:
@@ -81,18 +93,20 @@ def quote_order(
             raise ServiceError(
                 f"{product.name} is no longer sold, so it cannot grow. You can shrink or cancel."
             )
-    today = today or timezone.localdate()
-    remaining, days = pricing.prorata_fraction(today)
+    now = now or timezone.now()
+    year, month = billing_pricing.month_of(now)
+    hours = billing_pricing.hours_in_month(year, month)
+    hour = billing_pricing.hour_index(now, year, month)
     return Quote(
         kind=kind,
         from_quantity=current,
         quantity=quantity,
         unit_monthly_price=product.monthly_price,
-        monthly_total=pricing.monthly_total(product.monthly_price, quantity),
-        prorata_charge=pricing.order_charge(product.monthly_price, current, quantity, today),
+        monthly_total=money.round_cents(product.monthly_price * quantity),
+        prorata_charge=billing_pricing.change_amount(product.monthly_price, current, quantity, now),
         currency=product.currency,
-        remaining_days=remaining,
-        days_in_month=days,
+        billed_hours=hours - hour if quantity > current else hours - hour - 1,
+        hours_in_month=hours,
     )
 
 

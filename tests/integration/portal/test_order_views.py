@@ -21,7 +21,7 @@ def test_confirmation_shows_monthly_and_prorata(world, client_of):
     assert response.status_code == 200
     body = response.content.decode()
     assert "180.00 EUR per month" in body
-    assert "Charged now (pro-rata)" in body
+    assert "Added to this month's invoice (pro-rata)" in body
     assert not Order.objects.exists()
 
 

@@ -1,0 +1,58 @@
+"""Feed the billing ledger from the cluster: one call per claim event, one resync from a LIST.
+
+Kept apart from the watcher's stream/fold code so the watcher only calls `meter_claim_event`
+for each claim event and `meter_claims_listed` after each relist of claims; the periodic resync
+(`controller.resync_all`) calls `resync_ledger`. Ledger writes never stop the watcher: a failed
+write is logged and the next resync (which compares the ledger with the cluster) repairs it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import datetime
+from typing import Any
+
+from kubernetes import client
+
+from controller.apply import http
+
+log = logging.getLogger(__name__)
+CLAIMS_PATH = "/apis/resource.k8s.io/v1/resourceclaims"
+
+
+def meter_claim_event(kind: str, claim: dict[str, Any]) -> None:
+    """Open or close the claim's usage record (idempotent); never raises."""
+    from portal.billing.metering import observe_claim
+
+    try:
+        observe_claim(kind, claim)
+    except Exception:  # the database may be restarting: the next resync repairs the ledger
+        log.exception("ledger: could not record %s of claim %s", kind, _name(claim))
+
+
+def meter_claims_listed(claims: list[dict[str, Any]], listed_at: datetime) -> None:
+    """Reconcile the ledger with a full LIST of claims sent at `listed_at`; never raises."""
+    from portal.billing.metering import resync_claims
+
+    try:
+        resync_claims(claims, listed_at)
+    except Exception:
+        log.exception("ledger: resync from %d listed claims failed", len(claims))
+
+
+def resync_ledger(api: client.ApiClient) -> dict[str, int]:
+    """LIST every claim and reconcile the ledger with it (the periodic resync)."""
+    from django.utils import timezone
+
+    from portal.billing.metering import resync_claims
+
+    listed_at = timezone.now()
+    resp = http(api, "GET", CLAIMS_PATH, [], headers={"Accept": "application/json"})
+    items = json.loads(resp.response.data).get("items", [])
+    return resync_claims(items, listed_at)
+
+
+def _name(claim: dict[str, Any]) -> str:
+    meta = claim.get("metadata") or {}
+    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"

@@ -1,0 +1,179 @@
+"""The metering ledger: claim allocations on Tranche devices become UsageRecords.
+
+Three entry points, all idempotent and safe to call in any order or more than once:
+- `observe_claim(kind, claim)`: one watch event of a ResourceClaim (ADDED/MODIFIED/DELETED);
+- `resync_claims(claims, listed_at)`: the cluster's full list of claims (a relist or the
+  periodic resync): opens what is allocated but unrecorded, closes what is recorded open but
+  no longer allocated;
+- `parse_claim(claim)`: the pure part (which class, node, device, when allocated/released).
+
+Times come from the cluster, not from when the watcher saw the change, so a watcher that was down
+or behind still records exact lifetimes: allocation time is the `time` of the managedFields entry
+that owns `status.allocation` (second resolution), release time is the claim's
+`deletionTimestamp` when it has one. Only a release the cluster kept no trace of (claim deallocated
+without deletion while nobody watched) is closed at the time it was noticed.
+Each claim allocation is one record: at most one open record per claim uid (a constraint), and an
+allocation already closed (same uid, same allocation time) is never reopened.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+from portal.billing.models import UsageRecord
+from portal.catalog.models import Product
+from portal.tenants.models import Project
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ClaimFact:
+    """What the ledger needs to know about one ResourceClaim."""
+
+    uid: str
+    namespace: str
+    name: str
+    device_class: str
+    allocated: bool
+    node: str
+    device: str
+    allocated_at: datetime | None
+    deleted_at: datetime | None
+
+
+def _time(value: Any) -> datetime | None:
+    return parse_datetime(value) if isinstance(value, str) else None
+
+
+def _allocation_time(meta: dict[str, Any]) -> datetime | None:
+    """When `status.allocation` was last written (the scheduler's managedFields entry)."""
+    best = None
+    for entry in meta.get("managedFields") or []:
+        fields = (entry.get("fieldsV1") or {}).get("f:status") or {}
+        if entry.get("subresource") == "status" and "f:allocation" in fields:
+            at = _time(entry.get("time"))
+            best = at if best is None or (at and at > best) else best
+    return best
+
+
+def parse_claim(claim: dict[str, Any]) -> ClaimFact:
+    meta = claim.get("metadata") or {}
+    requests = ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []
+    exactly = requests[0].get("exactly", {}) if requests else {}
+    allocation = (claim.get("status") or {}).get("allocation") or {}
+    results = (allocation.get("devices") or {}).get("results") or []
+    first = results[0] if results else {}
+    return ClaimFact(
+        uid=meta.get("uid", ""),
+        namespace=meta.get("namespace", ""),
+        name=meta.get("name", ""),
+        device_class=exactly.get("deviceClassName", ""),
+        allocated=bool(allocation),
+        node=first.get("pool", ""),
+        device=first.get("device", ""),
+        allocated_at=_allocation_time(meta) if allocation else None,
+        deleted_at=_time(meta.get("deletionTimestamp")),
+    )
+
+
+def _targets() -> tuple[dict[str, tuple[int, int]], dict[str, int]]:
+    projects = {
+        ns: (pid, org)
+        for ns, pid, org in Project.objects.values_list("namespace", "pk", "organization_id")
+    }
+    products = dict(Product.objects.values_list("device_class", "pk"))
+    return projects, products
+
+
+def _open(fact: ClaimFact, now: datetime, source: str, projects, products) -> bool:
+    """Open a record for an allocated claim unless this allocation is already recorded."""
+    project = projects.get(fact.namespace)
+    product = products.get(fact.device_class)
+    if project is None or product is None or not fact.uid:
+        return False  # not a tenant namespace or not a Tranche class: not billed
+    allocated_at = min(fact.allocated_at or now, now)
+    known = UsageRecord.objects.filter(claim_uid=fact.uid)
+    if known.filter(released_at__isnull=True).exists():
+        return False
+    if known.filter(allocated_at__gte=allocated_at).exists():
+        return False  # this allocation was recorded and closed already
+    try:
+        with transaction.atomic():
+            UsageRecord.objects.create(
+                claim_uid=fact.uid,
+                claim_name=fact.name,
+                organization_id=project[1],
+                project_id=project[0],
+                product_id=product,
+                node=fact.node,
+                device=fact.device,
+                allocated_at=allocated_at,
+                opened_by=source,
+            )
+    except IntegrityError:  # a concurrent writer opened it first
+        return False
+    return True
+
+
+def _close(uid: str, at: datetime, source: str) -> int:
+    """Close the claim's open record at `at` (never before it was opened)."""
+    closed = 0
+    for record in UsageRecord.objects.filter(claim_uid=uid, released_at__isnull=True):
+        closed += UsageRecord.objects.filter(pk=record.pk, released_at__isnull=True).update(
+            released_at=max(at, record.allocated_at), closed_by=source
+        )
+    return closed
+
+
+def observe_claim(kind: str, claim: dict[str, Any], now: datetime | None = None) -> None:
+    """Fold one watch event of a ResourceClaim into the ledger."""
+    now = now or timezone.now()
+    fact = parse_claim(claim)
+    if not fact.uid:
+        return
+    if kind == "DELETED" or not fact.allocated:
+        _close(fact.uid, min(fact.deleted_at or now, now), "event")
+        return
+    if fact.deleted_at is not None:
+        # still allocated while being deleted: released from the deletion on
+        _open(fact, now, "event", *_targets())
+        _close(fact.uid, min(fact.deleted_at, now), "event")
+        return
+    _open(fact, now, "event", *_targets())
+
+
+def resync_claims(
+    claims: list[dict[str, Any]], listed_at: datetime, now: datetime | None = None
+) -> dict[str, int]:
+    """Make the ledger agree with the cluster's full list of claims (the truth), taken from a
+    LIST request sent at `listed_at`. A record written after that (by a concurrent event) is
+    newer than the list, so the list's silence about it proves nothing: it is left open."""
+    now = now or timezone.now()
+    projects, products = _targets()
+    opened = closed = 0
+    live: set[str] = set()
+    for claim in claims:
+        fact = parse_claim(claim)
+        if not fact.uid:
+            continue
+        if fact.allocated:
+            opened += _open(fact, now, "resync", projects, products)
+        if fact.deleted_at is not None:
+            closed += _close(fact.uid, min(fact.deleted_at, now), "resync")
+        elif fact.allocated:
+            live.add(fact.uid)
+    stale = UsageRecord.objects.filter(released_at__isnull=True, recorded_at__lt=listed_at)
+    for uid in stale.values_list("claim_uid", flat=True):
+        if uid not in live:
+            closed += _close(uid, now, "resync")
+    if opened or closed:
+        log.info("ledger resync: opened %d, closed %d", opened, closed)
+    return {"opened": opened, "closed": closed}

@@ -1,0 +1,305 @@
+"""Every billing write: invoices, their state changes, credit notes and billing accounts.
+
+Each function runs in one transaction with its AuditLog row (`record_audit`), so a money change
+and its audit commit or roll back together. State changes are compare-and-swap updates
+(`UPDATE … WHERE state=old`): two staff clicking at once change it once.
+
+- `generate_invoice` is idempotent: one invoice per organization and month (a unique constraint
+  arbitrates concurrent runs; the loser returns the winner's invoice).
+- Numbers are taken from `DocumentCounter` with the counter row locked inside the transaction
+  that issues the document, so a rolled-back issue gives its number back: no gaps, no duplicates.
+- An issued invoice is never edited: it is paid, voided (its number stays used) or credited.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from portal.audit.services import record_audit
+from portal.billing.charges import SubscriptionMonth, subscription_months
+from portal.billing.models import BillingAccount, CreditNote, DocumentCounter, Invoice, InvoiceLine
+from portal.tenants.errors import ConflictError, ServiceError
+from portal.tenants.models import Organization
+from tranche import money, pricing
+
+SYSTEM = "billing"
+
+
+def seller_details() -> dict[str, str]:
+    return dict(getattr(settings, "BILLING_SELLER", {}))
+
+
+def billing_account(organization: Organization) -> BillingAccount:
+    """The organization's account (created with defaults on first use)."""
+    account, _ = BillingAccount.objects.get_or_create(
+        organization=organization, defaults={"legal_name": organization.name}
+    )
+    return account
+
+
+ACCOUNT_FIELDS = ("legal_name", "address", "vat_id", "email", "currency", "tax_rate_percent")
+
+
+@transaction.atomic
+def update_billing_account(account: BillingAccount, actor, changed: list[str]) -> BillingAccount:
+    """Save staff's edit of an account with its audit row; issued invoices keep their copies."""
+    before = BillingAccount.objects.filter(pk=account.pk).values(*ACCOUNT_FIELDS).first() or {}
+    account.save()
+    record_audit(
+        actor=actor,
+        action="billing_account.change",
+        obj=account,
+        organization_id=account.organization_id,
+        before={k: str(before.get(k, "")) for k in changed if k in ACCOUNT_FIELDS},
+        after={k: str(getattr(account, k)) for k in changed if k in ACCOUNT_FIELDS},
+    )
+    return account
+
+
+def take_number(series: str, year: int) -> int:
+    """The next number of `series` in `year`; call inside the issuing transaction."""
+    DocumentCounter.objects.bulk_create(
+        [DocumentCounter(series=series, year=year)], ignore_conflicts=True
+    )
+    counter = DocumentCounter.objects.select_for_update().get(series=series, year=year)
+    counter.last_number += 1
+    DocumentCounter.objects.filter(pk=counter.pk).update(last_number=counter.last_number)
+    return counter.last_number
+
+
+def _line_rows(subs: list[SubscriptionMonth], year: int, month: int) -> list[InvoiceLine]:
+    lines = []
+    for sub in subs:
+        for line in pricing.invoice_lines(
+            sub.unit_monthly_price, sub.start_quantity, list(sub.changes), year, month
+        ):
+            what = {"month": "month", "increase": "increase", "decrease": "decrease (credit)"}
+            lines.append(
+                InvoiceLine(
+                    project_id=sub.project_id,
+                    product_id=sub.product_id,
+                    kind=line.kind,
+                    description=(
+                        f"{sub.product_name} x {abs(line.delta)} in {sub.project_label}: "
+                        f"{what[line.kind]} from {line.period_start:%Y-%m-%d %H:%M} UTC "
+                        f"to month end ({line.hours} h)"
+                    )[:300],
+                    delta=line.delta,
+                    quantity=line.quantity,
+                    unit_monthly_price=sub.unit_monthly_price,
+                    period_start=line.period_start,
+                    period_end=line.period_end,
+                    hours=line.hours,
+                    amount=line.amount,
+                )
+            )
+    return lines
+
+
+def generate_invoice(
+    organization: Organization,
+    year: int,
+    month: int,
+    subs: list[SubscriptionMonth] | None = None,
+    issue: bool = True,
+) -> tuple[Invoice | None, bool]:
+    """The organization's invoice for the month: (invoice, created). None when nothing was held.
+
+    Idempotent: an existing invoice of that month is returned untouched. `subs` lets a batch
+    pass what it already read; `issue` numbers it at once (the monthly run does)."""
+    existing = Invoice.objects.filter(organization=organization, year=year, month=month).first()
+    if existing is not None:
+        return existing, False
+    if subs is None:
+        subs = subscription_months([organization.pk], year, month).get(organization.pk, [])
+    if not subs:
+        return None, False
+    try:
+        with transaction.atomic():
+            return _create_invoice(organization, year, month, subs, issue), True
+    except IntegrityError:  # a concurrent run created it first
+        return Invoice.objects.get(organization=organization, year=year, month=month), False
+
+
+def _create_invoice(
+    organization: Organization, year: int, month: int, subs: list[SubscriptionMonth], issue: bool
+) -> Invoice:
+    account = billing_account(organization)
+    lines = _line_rows(subs, year, month)
+    net = money.total(line.amount for line in lines)
+    tax = money.tax_of(net, account.tax_rate_percent)
+    invoice = Invoice.objects.create(
+        organization=organization,
+        year=year,
+        month=month,
+        currency=account.currency,
+        tax_rate_percent=account.tax_rate_percent,
+        seller=seller_details(),
+        buyer={
+            "name": account.legal_name or organization.name,
+            "address": account.address,
+            "vat_id": account.vat_id,
+            "email": account.email,
+            "organization": organization.slug,
+        },
+        net_total=net,
+        tax_total=tax,
+        total=net + tax,
+    )
+    for line in lines:
+        line.invoice = invoice
+    InvoiceLine.objects.bulk_create(lines)
+    record_audit(
+        actor=None,
+        system=SYSTEM,
+        action="invoice.draft",
+        obj=invoice,
+        organization_id=organization.pk,
+        after={"month": f"{year}-{month:02d}", "lines": len(lines), "total": str(invoice.total)},
+    )
+    if issue:
+        _issue(invoice, actor=None)
+    return invoice
+
+
+def _issue(invoice: Invoice, actor) -> None:
+    year = timezone.now().year
+    number = take_number(invoice.series, year)
+    now = timezone.now()
+    swapped = Invoice.objects.filter(pk=invoice.pk, state=Invoice.State.DRAFT).update(
+        state=Invoice.State.ISSUED, number=number, number_year=year, issued_at=now
+    )
+    if not swapped:
+        raise ConflictError("This invoice is no longer a draft; reload the page to see its state.")
+    invoice.state, invoice.number, invoice.number_year, invoice.issued_at = (
+        Invoice.State.ISSUED,
+        number,
+        year,
+        now,
+    )
+    record_audit(
+        actor=actor,
+        system=SYSTEM,
+        action="invoice.issue",
+        obj=invoice,
+        organization_id=invoice.organization_id,
+        before={"state": "draft"},
+        after={"state": "issued", "number": invoice.display_number, "total": str(invoice.total)},
+    )
+
+
+@transaction.atomic
+def issue_invoice(invoice: Invoice, actor) -> Invoice:
+    """Number a draft and make it final."""
+    _issue(invoice, actor)
+    return invoice
+
+
+def _transition(invoice: Invoice, actor, old: tuple[str, ...], new: str, **fields) -> Invoice:
+    swapped = Invoice.objects.filter(pk=invoice.pk, state__in=old).update(state=new, **fields)
+    if not swapped:
+        raise ConflictError(
+            f"Invoice {invoice} is {invoice.state}, so it cannot become {new}. "
+            "Reload the page to see its current state."
+        )
+    before = invoice.state
+    invoice.state = new
+    for key, value in fields.items():
+        setattr(invoice, key, value)
+    record_audit(
+        actor=actor,
+        system=SYSTEM,
+        action=f"invoice.{new}",
+        obj=invoice,
+        organization_id=invoice.organization_id,
+        before={"state": before},
+        after={"state": new, **{k: str(v) for k, v in fields.items()}},
+    )
+    return invoice
+
+
+@transaction.atomic
+def mark_paid(invoice: Invoice, actor) -> Invoice:
+    return _transition(
+        invoice, actor, (Invoice.State.ISSUED,), Invoice.State.PAID, paid_at=timezone.now()
+    )
+
+
+@transaction.atomic
+def void_invoice(invoice: Invoice, actor, reason: str) -> Invoice:
+    """Void an issued invoice (its number stays used); a draft is voided without a number."""
+    reason = (reason or "").strip()
+    if not reason:
+        raise ServiceError("Say why the invoice is voided (the reason is printed and audited).")
+    if invoice.credit_notes.exists():
+        raise ServiceError(
+            f"Invoice {invoice} has credit notes, so it cannot be voided; credit the rest instead."
+        )
+    return _transition(
+        invoice,
+        actor,
+        (Invoice.State.DRAFT, Invoice.State.ISSUED),
+        Invoice.State.VOID,
+        voided_at=timezone.now(),
+        void_reason=reason[:200],
+    )
+
+
+@transaction.atomic
+def issue_credit_note(invoice: Invoice, actor, net_amount: Decimal, reason: str) -> CreditNote:
+    """Credit `net_amount` (before tax) of an issued or paid invoice, with a reason."""
+    reason = (reason or "").strip()
+    if not reason:
+        raise ServiceError(
+            "Say why the credit is given (the reason is printed on the credit note)."
+        )
+    locked = Invoice.objects.select_for_update().get(pk=invoice.pk)
+    if locked.state not in (Invoice.State.ISSUED, Invoice.State.PAID):
+        raise ServiceError(
+            f"Invoice {locked} is {locked.state}; credit notes go against issued or paid invoices."
+        )
+    net = money.round_cents(net_amount)
+    credited = money.total(locked.credit_notes.values_list("net_amount", flat=True))
+    if net <= 0 or net + credited > locked.net_total:
+        raise ServiceError(
+            f"A credit must be more than 0 and at most what is left to credit on {locked} "
+            f"({locked.net_total - credited} {locked.currency} before tax); you asked {net}."
+        )
+    tax = money.tax_of(net, locked.tax_rate_percent)
+    now = timezone.now()
+    note = CreditNote.objects.create(
+        invoice=locked,
+        number_year=now.year,
+        number=take_number("CN", now.year),
+        reason=reason[:300],
+        net_amount=net,
+        tax_amount=tax,
+        total=net + tax,
+        currency=locked.currency,
+        issued_at=now,
+        issued_by=actor if getattr(actor, "is_authenticated", False) else None,
+    )
+    record_audit(
+        actor=actor,
+        system=SYSTEM,
+        action="credit_note.issue",
+        obj=note,
+        organization_id=locked.organization_id,
+        after={"invoice": str(locked), "net": str(net), "tax": str(tax), "reason": note.reason},
+    )
+    return note
+
+
+def run_monthly_invoices(year: int, month: int) -> dict[str, int]:
+    """Invoice every organization that held anything in the month; safe to run any number of
+    times and concurrently (one invoice per organization and month)."""
+    per_org = subscription_months(None, year, month)
+    created = 0
+    for organization in Organization.objects.filter(pk__in=list(per_org)).order_by("pk"):
+        _, made = generate_invoice(organization, year, month, subs=per_org[organization.pk])
+        created += made
+    return {"organizations": len(per_org), "created": created}

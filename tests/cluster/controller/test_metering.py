@@ -1,0 +1,127 @@
+"""The metering ledger against the real control plane: the scheduler allocates real claims to pods
+on a kwok node, the watcher records them, and the ledger's slice-seconds match the lifetimes the
+test itself observed within 2 s, also when the watcher was down while a claim was allocated.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from controller.reconcile import reconcile_project
+from controller.watch import Watcher
+from tests.cluster.controller.test_watch import CLASS, _pod, _slice
+from tests.helpers.wait import wait_for
+
+TOLERANCE_S = 2.0
+
+
+def _claim_of(core, custom, ns: str, pod: str) -> dict | None:
+    """The pod's generated claim once allocated, else None."""
+    status = core.read_namespaced_pod(pod, ns).status
+    for entry in (status.resource_claim_statuses or []) if status else []:
+        if entry.resource_claim_name:
+            claim = custom.get_namespaced_custom_object(
+                "resource.k8s.io", "v1", ns, "resourceclaims", entry.resource_claim_name
+            )
+            if (claim.get("status") or {}).get("allocation"):
+                return claim
+    return None
+
+
+def _gone(custom, ns: str, name: str) -> bool:
+    try:
+        custom.get_namespaced_custom_object("resource.k8s.io", "v1", ns, "resourceclaims", name)
+    except ApiException as exc:
+        return exc.status == 404
+    return False
+
+
+def test_ledger_matches_claim_lifetimes_across_a_watcher_restart(
+    tenant, kube_cluster, fake_gpu_nodes
+):
+    from portal.billing.models import UsageRecord
+
+    tenant.order(CLASS, 2)
+    reconcile_project(tenant.project.pk)
+    api, ns = kube_cluster.api_client, tenant.namespace
+    custom, core = client.CustomObjectsApi(api), client.CoreV1Api(api)
+    node = fake_gpu_nodes(1)[0]
+    resource_slice = _slice(node, core.read_node(node).metadata.uid)
+    custom.create_cluster_custom_object("resource.k8s.io", "v1", "resourceslices", resource_slice)
+    wait_for(
+        lambda: core.read_namespaced_resource_quota("tranche-quota", ns).status.hard or {},
+        20,
+        "the quota status",
+    )
+    seen: dict[str, dict[str, float]] = {}  # claim name -> allocated/released as the test saw
+
+    def start(pod_name: str) -> dict:
+        pod = _pod(node)
+        pod["metadata"]["name"] = pod_name
+        created = time.time()
+        core.create_namespaced_pod(ns, pod)
+        claim = wait_for(lambda: _claim_of(core, custom, ns, pod_name), 60, f"{pod_name} allocated")
+        seen[claim["metadata"]["name"]] = {"created": created, "allocated": time.time()}
+        return claim
+
+    watcher = Watcher(api, flush_interval=0.3)
+    watcher.start()
+    try:
+        first = start("llm-a")
+        wait_for(
+            lambda: UsageRecord.objects.filter(claim_uid=first["metadata"]["uid"]).exists(),
+            20,
+            "the watcher to open a usage record for llm-a",
+        )
+        watcher.close()  # killed: llm-b is allocated while nobody watches
+        second = start("llm-b")
+        watcher = Watcher(api, flush_interval=0.3)
+        watcher.start()
+        record_b = wait_for(
+            lambda: UsageRecord.objects.filter(claim_uid=second["metadata"]["uid"]).first(),
+            20,
+            "the restarted watcher to open llm-b's record from its relist",
+        )
+        assert record_b.opened_by == "resync"  # found by the relist, not by an event
+        for pod_name, claim in (("llm-a", first), ("llm-b", second)):
+            seen[claim["metadata"]["name"]]["released"] = time.time()
+            core.delete_namespaced_pod(pod_name, ns, grace_period_seconds=0)
+        for claim in (first, second):
+            name = claim["metadata"]["name"]
+            wait_for(lambda n=name: _gone(custom, ns, n), 60, f"claim {name} deleted")
+            seen[name]["gone"] = time.time()
+        wait_for(
+            lambda: (
+                not UsageRecord.objects.filter(project=tenant.project, released_at=None).exists()
+            ),
+            20,
+            "both usage records closed",
+        )
+    finally:
+        watcher.close()
+        custom.delete_cluster_custom_object(
+            "resource.k8s.io", "v1", "resourceslices", resource_slice["metadata"]["name"]
+        )
+    records = {r.claim_name: r for r in UsageRecord.objects.filter(project=tenant.project)}
+    assert set(records) == set(seen), (records, seen)
+    for name, times in seen.items():
+        lifetime = times["released"] - times["allocated"]
+        ledger = (records[name].released_at - records[name].allocated_at).total_seconds()
+        sys.stderr.write(f"{name}: ledger {ledger:.2f} s, observed lifetime {lifetime:.2f} s\n")
+        assert abs(ledger - lifetime) <= TOLERANCE_S, (name, ledger, lifetime)
+        # the cluster's times have second resolution (truncated): allow 1 s before the bracket;
+        # a time the watcher had to take itself (no deletionTimestamp) comes after the test saw
+        # the change by the watcher's delay: allowed up to the 2 s tolerance
+        allocated, released = records[name].allocated_at, records[name].released_at
+        assert times["created"] - 1 <= allocated.timestamp() <= times["allocated"] + TOLERANCE_S, (
+            name,
+            times,
+        )
+        assert times["released"] - 1 <= released.timestamp() <= times["gone"] + TOLERANCE_S, (
+            name,
+            times,
+        )

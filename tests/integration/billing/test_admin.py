@@ -1,0 +1,95 @@
+"""Billing staff's organization page and utilisation report: actions call services, Support
+only reads."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from decimal import Decimal
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+from django.urls import reverse
+
+from portal.audit.models import AuditLog
+from portal.billing import services
+from portal.billing.models import CreditNote, Invoice
+from tests.integration.billing.helpers import place_at
+
+CLASS = "tranche-v100-16g"
+
+
+def _staff(name: str, group: str):
+    user = get_user_model().objects.create_user(
+        username=name, password="x-staff-pass-1", is_staff=True
+    )
+    user.groups.add(Group.objects.get(name=group))
+    return user
+
+
+@pytest.fixture
+def invoice(world) -> Invoice:
+    place_at(
+        world.membership(world.owner),
+        world.project_a,
+        world.products[CLASS],
+        2,
+        datetime(2026, 11, 5, 8, tzinfo=UTC),
+    )
+    return services.generate_invoice(world.org_a, 2026, 11)[0]
+
+
+def test_billing_issues_credit_note_and_voids_from_org_page(world, invoice, client) -> None:
+    client.force_login(_staff("bill", "Billing"))
+    url = reverse("admin:billing_organization", args=[world.org_a.pk])
+    page = client.get(url)
+    assert page.status_code == 200
+    body = page.content.decode()
+    for expected in ("alice", world.project_a.namespace, str(invoice), "Issue credit note"):
+        assert expected in body
+    bad = client.post(
+        url,
+        {"invoice": invoice.pk, "action": "credit", "amount": "abc", "reason": "x"},
+        follow=True,
+    )
+    assert "not a number" in bad.content.decode()
+    client.post(
+        url, {"invoice": invoice.pk, "action": "credit", "amount": "12.50", "reason": "outage"}
+    )
+    note = CreditNote.objects.get()
+    assert (note.net_amount, note.reason, note.invoice_id) == (
+        Decimal("12.50"),
+        "outage",
+        invoice.pk,
+    )
+    assert AuditLog.objects.filter(action="credit_note.issue", actor_label="bill").exists()
+    # another organization's invoice cannot be reached through this organization's page
+    other = client.post(
+        reverse("admin:billing_organization", args=[world.org_b.pk]),
+        {"invoice": invoice.pk, "action": "paid"},
+    )
+    assert other.status_code == 404
+
+
+def test_support_reads_but_cannot_act(world, invoice, client) -> None:
+    client.force_login(_staff("sue", "Support"))
+    url = reverse("admin:billing_organization", args=[world.org_a.pk])
+    assert client.get(url).status_code == 200
+    assert "Issue credit note" not in client.get(url).content.decode()
+    response = client.post(url, {"invoice": invoice.pk, "action": "paid"})
+    assert response.status_code == 403
+    invoice.refresh_from_db()
+    assert invoice.state == Invoice.State.ISSUED
+
+
+def test_utilisation_report(world, invoice, client) -> None:
+    client.force_login(_staff("bill", "Billing"))
+    page = client.get(reverse("admin:billing_utilisation"), {"year": 2026, "month": 11})
+    assert page.status_code == 200
+    body = page.content.decode()
+    start = body.index('<table id="utilisation">')
+    body = body[start : body.index("</table>", start)]
+    # 2 x 16 GiB (50 %) slices from Nov 5 08:00: 616 h x 2 = 1232 slice-h = 616 card-h sold;
+    # no card is registered, so idle is -616
+    assert "<td>1232</td>" in body
+    assert "<td>616.00</td><td>-616.00</td>" in body

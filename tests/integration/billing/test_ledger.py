@@ -1,0 +1,108 @@
+"""The metering ledger on PostgreSQL, fed claim objects shaped as the API server sends them."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from portal.billing.metering import observe_claim, resync_claims
+from portal.billing.models import UsageRecord
+from portal.billing.selectors import slice_seconds
+
+CLASS = "tranche-v100-16g"
+T0 = datetime(2026, 11, 10, 12, 0, 0, tzinfo=UTC)
+
+
+def _iso(at: datetime) -> str:
+    return at.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def claim(ns: str, uid: str, allocated_at: datetime | None, deleted_at: datetime | None = None):
+    meta = {"namespace": ns, "name": f"pod-{uid}-gpu", "uid": uid, "managedFields": []}
+    status = {}
+    if allocated_at is not None:
+        status["allocation"] = {
+            "devices": {"results": [{"pool": "node-1", "device": "gpu-0-slice-1"}]}
+        }
+        meta["managedFields"].append(
+            {
+                "manager": "kube-scheduler",
+                "operation": "Update",
+                "subresource": "status",
+                "time": _iso(allocated_at),
+                "fieldsV1": {"f:status": {"f:allocation": {}}},
+            }
+        )
+    if deleted_at is not None:
+        meta["deletionTimestamp"] = _iso(deleted_at)
+    return {
+        "metadata": meta,
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": CLASS}}]}},
+        "status": status,
+    }
+
+
+def test_events_open_and_close_with_cluster_times(world) -> None:
+    ns = world.project_a.namespace
+    now = T0 + timedelta(hours=1)
+    observe_claim("ADDED", claim(ns, "u1", None), now=now)  # pending: nothing yet
+    assert not UsageRecord.objects.exists()
+    observe_claim("MODIFIED", claim(ns, "u1", T0), now=now)
+    observe_claim("MODIFIED", claim(ns, "u1", T0), now=now)  # replayed: still one record
+    record = UsageRecord.objects.get()
+    assert (record.allocated_at, record.released_at, record.node) == (T0, None, "node-1")
+    assert record.organization_id == world.org_a.pk
+    end = T0 + timedelta(minutes=30)
+    observe_claim("MODIFIED", claim(ns, "u1", T0, deleted_at=end), now=now)
+    observe_claim("DELETED", claim(ns, "u1", T0, deleted_at=end), now=now)
+    record.refresh_from_db()
+    assert record.released_at == end
+    assert slice_seconds(world.org_a, T0, T0 + timedelta(days=1)) == {CLASS: 1800}
+
+
+def test_other_namespaces_and_classes_are_not_billed(world) -> None:
+    observe_claim("ADDED", claim("kube-system", "x1", T0), now=T0)
+    other = claim(world.project_a.namespace, "x2", T0)
+    other["spec"]["devices"]["requests"][0]["exactly"]["deviceClassName"] = "gpu.nvidia.com"
+    observe_claim("ADDED", other, now=T0)
+    assert not UsageRecord.objects.exists()
+
+
+def test_resync_opens_missed_and_closes_vanished_without_double_count(world) -> None:
+    ns = world.project_a.namespace
+    listed = T0 + timedelta(hours=2)
+    # the watcher saw u1 allocated, then missed its deletion; it missed u2's allocation entirely
+    observe_claim("ADDED", claim(ns, "u1", T0), now=T0)
+    UsageRecord.objects.update(recorded_at=T0)
+    truth = [claim(ns, "u2", T0 + timedelta(minutes=5)), claim(ns, "u3", None)]
+    assert resync_claims(truth, listed_at=listed, now=listed) == {"opened": 1, "closed": 1}
+    assert resync_claims(truth, listed_at=listed, now=listed) == {"opened": 0, "closed": 0}
+    u1 = UsageRecord.objects.get(claim_uid="u1")
+    assert u1.released_at == listed  # no trace of when: closed when noticed
+    u2 = UsageRecord.objects.get(claim_uid="u2")
+    assert (u2.allocated_at, u2.opened_by) == (T0 + timedelta(minutes=5), "resync")
+    # an event for u2 after the resync changes nothing; its deletion closes it exactly
+    observe_claim("MODIFIED", claim(ns, "u2", T0 + timedelta(minutes=5)), now=listed)
+    observe_claim("DELETED", claim(ns, "u2", T0 + timedelta(minutes=5), T0 + timedelta(hours=3)))
+    assert UsageRecord.objects.count() == 2
+    assert slice_seconds(world.org_a, T0, T0 + timedelta(days=1)) == {
+        CLASS: 2 * 3600 + (3 * 3600 - 300)
+    }
+
+
+def test_resync_leaves_records_newer_than_its_list(world) -> None:
+    ns = world.project_a.namespace
+    listed = datetime.now(UTC) - timedelta(seconds=5)
+    observe_claim("ADDED", claim(ns, "u9", T0))  # recorded after the LIST was sent
+    assert resync_claims([], listed_at=listed) == {"opened": 0, "closed": 0}
+    assert UsageRecord.objects.get().released_at is None
+
+
+def test_closed_allocation_is_never_reopened_but_a_new_one_is(world) -> None:
+    ns = world.project_a.namespace
+    observe_claim("ADDED", claim(ns, "u1", T0), now=T0)
+    observe_claim("MODIFIED", claim(ns, "u1", None), now=T0 + timedelta(hours=1))
+    observe_claim("MODIFIED", claim(ns, "u1", T0), now=T0 + timedelta(hours=2))  # stale replay
+    assert UsageRecord.objects.count() == 1
+    observe_claim("MODIFIED", claim(ns, "u1", T0 + timedelta(hours=3)), now=T0 + timedelta(hours=3))
+    assert UsageRecord.objects.filter(released_at__isnull=True).count() == 1
+    assert UsageRecord.objects.count() == 2

@@ -195,6 +195,8 @@ CELERY_BEAT_SCHEDULE = {
 # The controller is not a Django app: its tasks module is imported by name.
 CELERY_IMPORTS = ("controller.tasks",)
 CONTROLLER_CANCEL_GRACE_SECONDS = env_int("TRANCHE_CANCEL_GRACE_SECONDS", 3600, minimum=0)
+# How long an invitation link works (issue #14: bearer links must expire).
+TRANCHE_INVITATION_DAYS = env_int("TRANCHE_INVITATION_DAYS", 7, minimum=1)
 
 # Cluster access (docs/cluster-access.md): how long a downloaded kubeconfig works (the
 # TokenRequest API refuses less than 10 minutes), the identity the portal mints tokens with

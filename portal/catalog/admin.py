@@ -5,15 +5,16 @@ from __future__ import annotations
 from django.contrib import admin
 
 from portal.catalog.models import GpuModel, Product
+from portal.core.admin import GuardedAdmin
 
 
 @admin.register(GpuModel)
-class GpuModelAdmin(admin.ModelAdmin):
+class GpuModelAdmin(GuardedAdmin):
     list_display = ("name", "short_name", "memory_mib", "compute_capability", "architecture")
 
 
 @admin.register(Product)
-class ProductAdmin(admin.ModelAdmin):
+class ProductAdmin(GuardedAdmin):
     list_display = (
         "name",
         "device_class",

@@ -27,6 +27,7 @@ def _production_env(**extra: str) -> dict[str, str]:
 def _manage(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "manage.py", *args],
+        check=False,
         cwd=ROOT,
         env=env,
         capture_output=True,

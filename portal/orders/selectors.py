@@ -32,6 +32,7 @@ class Quote:
     currency: str
     remaining_days: int
     days_in_month: int
+    subscription_version: int = 0
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,8 @@ def quote_order(
             f"Quantity must be between 0 and {MAX_SLICES_PER_PRODUCT} slices per product "
             f"(you asked for {quantity}). Choose a number in that range."
         )
-    current = current_quantity(project, product)
+    sub = Subscription.objects.filter(project=project, product=product).first()
+    current, version = (sub.quantity, sub.version) if sub else (0, 0)
     if quantity == current:
         raise ServiceError(
             f"The project already holds {current} x {product.name}; nothing would change. "
@@ -93,6 +95,7 @@ def quote_order(
         currency=product.currency,
         remaining_days=remaining,
         days_in_month=days,
+        subscription_version=version,
     )
 
 

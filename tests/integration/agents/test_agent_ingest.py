@@ -27,6 +27,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def _headers(node: str, token: str) -> list[tuple[bytes, bytes]]:
     return [
         (b"origin", b"http://localhost"),
+        (b"host", b"localhost"),
         (b"authorization", f"Bearer {token}".encode()),
         (b"x-tranche-node", node.encode()),
     ]

@@ -41,6 +41,7 @@ def _session_headers(user) -> list[tuple[bytes, bytes]]:
     session = client.cookies[settings.SESSION_COOKIE_NAME].value
     return [
         (b"origin", b"http://localhost"),
+        (b"host", b"localhost"),
         (b"cookie", f"{settings.SESSION_COOKIE_NAME}={session}".encode()),
     ]
 
@@ -64,6 +65,7 @@ def _status_frame(seq: int, namespace: str, pod: str, removed: bool = False) -> 
 async def _agent(token: str) -> WebsocketCommunicator:
     headers = [
         (b"origin", b"http://localhost"),
+        (b"host", b"localhost"),
         (b"authorization", f"Bearer {token}".encode()),
         (b"x-tranche-node", NODE.encode()),
     ]
@@ -120,7 +122,7 @@ def test_outsider_is_refused_with_4403(world):
 
 def test_anonymous_is_refused_with_4403(world):
     async def scenario() -> dict:
-        headers = [(b"origin", b"http://localhost")]
+        headers = [(b"origin", b"http://localhost"), (b"host", b"localhost")]
         comm = WebsocketCommunicator(
             application, f"/ws/projects/{world.project_a.pk}/status/", headers
         )

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from django.contrib import admin, messages
 
-from portal.core.admin import GuardedAdmin, ReadOnlyAdmin
+from portal.audit.audited_admin import AuditedAdmin
+from portal.core.admin import ReadOnlyAdmin
 from portal.tenants import services
 from portal.tenants.models import Invitation, Membership, Organization, Project
 
@@ -20,7 +21,7 @@ class MembershipInline(admin.TabularInline):
 
 
 @admin.register(Organization)
-class OrganizationAdmin(GuardedAdmin):
+class OrganizationAdmin(AuditedAdmin):
     list_display = ("name", "slug", "status", "suspension_reason", "created_at")
     list_filter = ("status",)
     search_fields = ("name", "slug")

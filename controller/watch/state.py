@@ -108,6 +108,16 @@ class ClusterState:
             }
 
 
+def pod_states(state: ClusterState, ns: str) -> dict[str, dict[str, str]]:
+    """Pod name -> {phase, reason, node, uid} of one namespace (for `portal.agents.bindings`)."""
+    with state.lock:
+        return {
+            name: {k: p.get(k, "") for k in ("phase", "reason", "node", "uid")}
+            for (pns, name), p in state.pods.items()
+            if pns == ns
+        }
+
+
 def claim_class(claim: dict[str, Any]) -> str:
     """The DeviceClass a ResourceClaim asks for ("" when it asks for none we can read)."""
     requests = claim.get("spec", {}).get("devices", {}).get("requests", [])
@@ -145,6 +155,8 @@ def pod_summary(pod: dict[str, Any]) -> dict[str, Any]:
     return {
         "phase": status.get("phase", "Pending"),
         "reason": reason,
+        "node": pod.get("spec", {}).get("nodeName", ""),
+        "uid": pod.get("metadata", {}).get("uid", ""),
         "classes": templates,
         "unclaimed_templates": unclaimed,
     }

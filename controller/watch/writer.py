@@ -2,8 +2,8 @@
 
 Per tenant namespace changed since the last flush, the claims allocated/pending and the pending
 reason of each DeviceClass go to `portal.orders.lifecycle.record_slice_usage` (the quota page
-reads them; it writes only on change). That is all the watcher stores: pod phases have no reader
-yet, so they are not written anywhere. A flush that fails (PostgreSQL restarting) gives its
+reads them; it writes only on change), and each pod's phase, node and uid go to Redis through
+`portal.agents.bindings` (the agents' ingest accepts a pod's report only from its node). A flush that fails (PostgreSQL restarting) gives its
 namespaces back to the state, so what changed during the outage is written once it is over.
 """
 
@@ -15,7 +15,8 @@ import time
 
 from django.db import connections
 
-from controller.watch.state import ClusterState
+from controller.watch.state import ClusterState, pod_states
+from portal.agents.bindings import write_pod_states
 from portal.core import heartbeats
 from portal.orders import lifecycle
 from portal.orders.models import ProjectUsage
@@ -81,6 +82,7 @@ class UsageWriter:
                 )
             except ValueError:
                 log.debug("ignoring claims of unknown class %s in %s", cls, ns)
+        write_pod_states(project_id, pod_states(self.state, ns))
 
     def close(self) -> None:
         connections.close_all()  # this thread's connection; Django never closes it otherwise

@@ -16,6 +16,7 @@ from django.conf import settings
 from django.test import Client
 
 from portal.agents import services
+from portal.agents.bindings import write_pod_states
 from portal.asgi import application
 from portal.tenants.models import Membership
 from tests.helpers.factories import make_world
@@ -31,7 +32,11 @@ def world(transactional_db):
 
 
 @pytest.fixture
-def token(transactional_db) -> str:
+def token(world) -> str:
+    # Play the watcher: the cluster bound train-0 of project A to this node.
+    write_pod_states(
+        world.project_a.pk, {"train-0": {"phase": "Running", "reason": "", "node": NODE}}
+    )
     return services.issue_node_token(NODE)
 
 

@@ -1,9 +1,10 @@
 """p50/p90 of the login page and the order-confirm page, before and after a change, in one run.
 
 Extracts the "before" commit (default b6aafaa, the tree issue #14's attack run used) into a
-temporary folder, then measures it and the working tree one after the other, each in its own
-process and its own fresh database (migrated by that tree's code) on the same PostgreSQL and
-Redis: GET and POST of /login/ (a real password check: PBKDF2, plus login throttling where the
+temporary folder, then measures it and the working tree at the same time (each in its own process
+with its own fresh database, migrated by that tree's code, on the same PostgreSQL and Redis;
+both start timing together, so a busy shared machine slows both alike instead of whichever
+ran second): GET and POST of /login/ (a real password check: PBKDF2, plus login throttling where the
 tree has it) and GET (the quote) and POST (placing the order) of the order-confirm page. Requests
 go through Django's full middleware stack in process (test client; no network, no daphne).
 Prints both side by side and writes bench/results/page_latency.json.
@@ -31,7 +32,16 @@ def percentile(values: list[float], pct: float) -> float:
     return ordered[min(len(ordered) - 1, round(pct / 100 * (len(ordered) - 1)))]
 
 
-def measure(requests: int) -> dict[str, list[float]]:
+def _wait_for_both(barrier: Path, label: str) -> None:
+    (barrier / label).touch()
+    deadline = time.monotonic() + 600
+    while len(list(barrier.iterdir())) < 2:
+        if time.monotonic() > deadline:
+            raise SystemExit("the other tree never got ready")
+        time.sleep(0.05)
+
+
+def measure(requests: int, barrier: Path, label: str) -> dict[str, list[float]]:
     """Child: runs inside the tree under test (its code first on sys.path, Django set up)."""
     import django
 
@@ -61,6 +71,7 @@ def measure(requests: int) -> dict[str, list[float]]:
         anonymous = Client()
         owner = Client()
         owner.force_login(world.owner)
+        _wait_for_both(barrier, label)
         for i in range(requests + 20):  # the first 20 of each warm up and are dropped
             timed("login GET", lambda: anonymous.get("/login/"))
             credentials = {"username": world.member.username, "password": PASSWORD}
@@ -86,7 +97,7 @@ def measure(requests: int) -> dict[str, list[float]]:
         teardown_databases(databases, verbosity=0)
 
 
-def run_tree(tree: Path, label: str, requests: int) -> dict[str, dict[str, float]]:
+def start_tree(tree: Path, label: str, requests: int, barrier: Path) -> subprocess.Popen:
     env = {
         **os.environ,
         "PYTHONPATH": str(tree),
@@ -99,19 +110,26 @@ def run_tree(tree: Path, label: str, requests: int) -> dict[str, dict[str, float
     code = (
         "import json, sys; sys.path.insert(0, sys.argv[1]); sys.path.insert(1, sys.argv[2]);"
         "import page_latency as bench;"
-        "print('RESULT ' + json.dumps(bench.measure(int(sys.argv[3]))))"
+        "from pathlib import Path;"
+        "print('RESULT ' + json.dumps(bench.measure(int(sys.argv[3]), Path(sys.argv[4]),"
+        " sys.argv[5])))"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code, str(tree), str(ROOT / "bench"), str(requests)],
+    argv = [str(tree), str(ROOT / "bench"), str(requests), str(barrier), label]
+    return subprocess.Popen(
+        [sys.executable, "-c", code, *argv],
         cwd=tree,
         env=env,
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        check=False,
     )
-    line = next((x for x in out.stdout.splitlines() if x.startswith("RESULT ")), None)
+
+
+def collect(proc: subprocess.Popen, label: str) -> dict[str, dict[str, float]]:
+    stdout, stderr = proc.communicate()
+    line = next((x for x in stdout.splitlines() if x.startswith("RESULT ")), None)
     if line is None:
-        raise SystemExit(f"{label} run failed:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}")
+        raise SystemExit(f"{label} run failed:\n{stdout[-3000:]}\n{stderr[-3000:]}")
     raw = json.loads(line.removeprefix("RESULT "))
     return {
         page: {
@@ -135,13 +153,19 @@ def main() -> None:
         text=True,
         check=True,
     ).stdout.strip()
-    with tempfile.TemporaryDirectory(prefix="tranche-before-") as tmp:
+    with (
+        tempfile.TemporaryDirectory(prefix="tranche-before-") as tmp,
+        tempfile.TemporaryDirectory(prefix="tranche-barrier-") as barrier,
+    ):
         archive = subprocess.run(
             ["git", "archive", args.before], cwd=ROOT, capture_output=True, check=True
         ).stdout
         subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
-        before = run_tree(Path(tmp), "before", args.requests)
-    after = run_tree(ROOT, "after", args.requests)
+        procs = {
+            "before": start_tree(Path(tmp), "before", args.requests, Path(barrier)),
+            "after": start_tree(ROOT, "after", args.requests, Path(barrier)),
+        }
+        before, after = (collect(procs[label], label) for label in ("before", "after"))
     print(f"{'page':<20} {'before p50':>11} {'after p50':>10} {'before p90':>11} {'after p90':>10}")
     for page in PAGES:
         b, a = before[page], after[page]
@@ -153,7 +177,8 @@ def main() -> None:
         "before": {"ref": args.before, **before},
         "after": {"ref": f"{after_ref} (working tree)", **after},
         "requests_per_page": args.requests,
-        "how": "Django test client in process, full middleware stack, own PostgreSQL database",
+        "how": "both trees at once, each a Django test client in its own process (full middleware"
+        " stack) on its own PostgreSQL database",
     }
     out = ROOT / "bench" / "results" / "page_latency.json"
     out.parent.mkdir(parents=True, exist_ok=True)

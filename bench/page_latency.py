@@ -55,7 +55,10 @@ def measure(requests: int, barrier: Path, label: str) -> dict[str, list[float]]:
         from portal.orders import queue
 
         queue.send_reconcile = lambda project_id: None  # no broker traffic from the bench
-        from tests.factories import PASSWORD, make_world
+        try:
+            from tests.helpers.factories import PASSWORD, make_world
+        except ImportError:  # trees before the test helpers moved
+            from tests.factories import PASSWORD, make_world
 
         world = make_world()
         product = world.products["tranche-v100-8g"]

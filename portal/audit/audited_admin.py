@@ -32,9 +32,10 @@ def snapshot(obj: models.Model) -> dict[str, Any]:
 
 class AuditedAdmin(GuardedAdmin):
     def _organization_id(self, obj: models.Model) -> int | None:
-        from portal.tenants.models import Organization
-
-        return obj.pk if isinstance(obj, Organization) else getattr(obj, "organization_id", None)
+        # By label, not by import: the audit app sits below the tenants app.
+        if obj._meta.label == "tenants.Organization":
+            return obj.pk
+        return getattr(obj, "organization_id", None)
 
     def _record(self, request, obj, verb: str, before: dict, after: dict) -> None:
         record_audit(

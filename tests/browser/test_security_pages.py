@@ -12,7 +12,7 @@ from playwright.sync_api import expect
 
 from portal.tenants.models import Membership
 from portal.tenants.services import invite_member
-from tests.factories import PASSWORD, make_world
+from tests.helpers.factories import PASSWORD, make_world
 
 
 @pytest.fixture

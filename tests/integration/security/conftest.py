@@ -6,7 +6,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 
-from tests.factories import PASSWORD
+from tests.helpers.factories import PASSWORD
 
 
 def make_staff(username: str, group: str):

@@ -9,7 +9,7 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from django.urls import reverse
 
-from tests.factories import PASSWORD
+from tests.helpers.factories import PASSWORD
 
 
 def _try(client: Client, url: str, username: str, password: str):

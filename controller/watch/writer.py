@@ -1,10 +1,10 @@
-"""The watcher's only writer: folds `ClusterState` into portal state through portal services.
-
-Per tenant namespace changed since the last flush, the claims allocated/pending and the pending
-reason of each DeviceClass go to `portal.orders.lifecycle.record_slice_usage` (the quota page
-reads them; it writes only on change), and each pod's phase, node and uid go to Redis through
-`portal.agents.bindings` (the agents' ingest accepts a pod's report only from its node). A flush that fails (PostgreSQL restarting) gives its
-namespaces back to the state, so what changed during the outage is written once it is over.
+"""The watcher's only writer: folds `ClusterState` into portal state through portal services. Per
+tenant namespace changed since the last flush, the claims allocated/pending and the pending reason
+of each DeviceClass go to `portal.orders.lifecycle.record_slice_usage` (the quota page reads them;
+it writes only on change), and each pod's phase, node and uid go to Redis through
+`portal.agents.bindings` (the agents' ingest accepts a pod's report only from its node). A flush
+that fails (PostgreSQL restarting) gives its namespaces back to the state, so what changed during
+the outage is written once it is over.
 """
 
 from __future__ import annotations

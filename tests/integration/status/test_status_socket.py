@@ -33,10 +33,9 @@ def world(transactional_db):
 
 @pytest.fixture
 def token(world) -> str:
-    # Play the watcher: the cluster bound train-0 of project A to this node.
-    write_pod_states(
-        world.project_a.pk, {"train-0": {"phase": "Running", "reason": "", "node": NODE}}
-    )
+    # Play the watcher: the cluster bound these pods of project A to this node.
+    running = {"phase": "Running", "reason": "", "node": NODE}
+    write_pod_states(world.project_a.pk, dict.fromkeys(("train-0", "before", "after"), running))
     return services.issue_node_token(NODE)
 
 

@@ -46,6 +46,10 @@ def pod_summary(pod: dict[str, Any]) -> dict[str, Any]:
     return {
         "phase": status.get("phase", "Pending"),
         "reason": reason,
+        # the node the pod is bound to and its uid: the agents' ingest accepts a pod's report only
+        # from that node (portal.agents.bindings)
+        "node": pod.get("spec", {}).get("nodeName", ""),
+        "uid": pod.get("metadata", {}).get("uid", ""),
         "unschedulable": next(
             (
                 c.get("message") or c.get("reason", "")

@@ -1,6 +1,7 @@
 """ASGI entry point: HTTP goes to Django, websockets to the Channels router.
 
-Sockets pass the allowed-hosts origin check and session authentication before any consumer runs;
+Sockets pass the same-origin check (scheme, host and port: `portal.core.origin`) and session
+authentication before any consumer runs;
 consumers then authorise on connect and per event.
 """
 
@@ -15,15 +16,13 @@ django_asgi_app = get_asgi_application()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs Django set up first)
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
+from portal.core.origin import SameOriginValidator  # noqa: E402
 from portal.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
-        "websocket": AllowedHostsOriginValidator(
-            AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
-        ),
+        "websocket": SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )

@@ -208,6 +208,8 @@ BILLING_SELLER = {
     "email": env_str("TRANCHE_SELLER_EMAIL", "billing@tranche.invalid"),
 }
 CONTROLLER_CANCEL_GRACE_SECONDS = env_int("TRANCHE_CANCEL_GRACE_SECONDS", 3600, minimum=0)
+# How long an invitation link works (issue #14: bearer links must expire).
+TRANCHE_INVITATION_DAYS = env_int("TRANCHE_INVITATION_DAYS", 7, minimum=1)
 
 # Cluster access (docs/cluster-access.md): how long a downloaded kubeconfig works (the
 # TokenRequest API refuses less than 10 minutes), the identity the portal mints tokens with
@@ -260,6 +262,50 @@ SESSION_COOKIE_SECURE = not DEBUG
 CSRF_COOKIE_SECURE = not DEBUG
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
+
+# -- Security (issue #14; docs/security.md says what an operator sets) -------------------------
+# Transport: production is HTTPS only. Behind a TLS-terminating proxy, name the header it sets
+# (TRANCHE_PROXY_SSL_HEADER=X-Forwarded-Proto) and make sure the proxy overwrites it.
+SECURE_SSL_REDIRECT = env_bool("TRANCHE_SSL_REDIRECT", default=not DEBUG)
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]  # probes speak plain HTTP inside the pod
+SECURE_HSTS_SECONDS = env_int("TRANCHE_HSTS_SECONDS", 0 if DEBUG else 31_536_000, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("TRANCHE_HSTS_INCLUDE_SUBDOMAINS", default=True)
+SECURE_HSTS_PRELOAD = env_bool("TRANCHE_HSTS_PRELOAD", default=False)
+if not SECURE_HSTS_PRELOAD:
+    # Preloading is a commitment of the whole domain that only its operator can make.
+    SILENCED_SYSTEM_CHECKS = ["security.W021"]
+_PROXY_SSL_HEADER = env_str("TRANCHE_PROXY_SSL_HEADER", "")
+if _PROXY_SSL_HEADER:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_" + _PROXY_SSL_HEADER.upper().replace("-", "_"), "https")
+# Content-Security-Policy: the portal loads only its own scripts and styles, no inline code.
+# 'self' covers same-origin ws:/wss: for the live status page.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "img-src": ["'self'", "data:"],
+        "connect-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    }
+}
+# Login throttling (django-axes) on every authenticate(): /login/ and /admin/login/. After
+# AXES_FAILURE_LIMIT wrong passwords for one username from one address, that pair is refused
+# for the cool-off; staff unlock early by deleting the "Access attempt" in the admin.
+AXES_FAILURE_LIMIT = env_int("TRANCHE_LOGIN_FAILURE_LIMIT", 5, minimum=1)
+AXES_COOLOFF_TIME = env_int("TRANCHE_LOGIN_COOLOFF_MINUTES", 15, minimum=1) / 60  # hours
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_LOCKOUT_CALLABLE = "portal.core.lockout.locked_out"
+AXES_RESET_ON_SUCCESS = True
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+INSTALLED_APPS += ["axes", "csp"]
+MIDDLEWARE += ["csp.middleware.CSPMiddleware", "axes.middleware.AxesMiddleware"]
 
 LOGGING = {
     "version": 1,

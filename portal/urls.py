@@ -59,7 +59,7 @@ urlpatterns = [
         billing_views.credit_note,
         name="credit_note",
     ),
-    path("invite/<str:token>/", tenant_views.accept_invitation, name="accept_invitation"),
+    path("invite/", tenant_views.accept_invitation, name="accept_invitation"),
     path("switch/", tenant_views.switch_project, name="switch_project"),
     path("catalogue/", catalog_views.catalogue, name="catalogue"),
     path("access/", access_views.cluster_access, name="cluster_access"),

@@ -164,3 +164,13 @@ class ClusterState:
                 c: ClassUsage(allocated[c], pending[c], reasons.get(c, "") if pending[c] else "")
                 for c in classes
             }
+
+
+def pod_states(state: ClusterState, ns: str) -> dict[str, dict[str, str]]:
+    """Pod name -> {phase, reason, node, uid} of one namespace (for `portal.agents.bindings`)."""
+    with state.lock:
+        return {
+            name: {k: p.get(k, "") for k in ("phase", "reason", "node", "uid")}
+            for (pns, name), p in state.pods.items()
+            if pns == ns
+        }

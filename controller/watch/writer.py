@@ -2,12 +2,13 @@
 
 Per tenant namespace changed since the last flush, the claims allocated/pending and the pending
 reason of each DeviceClass go to `portal.orders.lifecycle.record_slice_usage` (the quota page
-reads them; it writes only on change), and the namespace's pods, refused workloads and quota
-status to `portal.status.services.record_cluster_view` (the live page's phase and reason per
-pod, the quota page's CPU/RAM used and its Pending words). A claim gone from a namespace whose
-cancel waits for it sends that project's reconcile at once. A flush that fails (PostgreSQL
-restarting) gives its namespaces back to the state, so what changed during the outage is written
-once it is over.
+reads them; it writes only on change), the namespace's pods, refused workloads and quota status to
+`portal.status.services.record_cluster_view` (the live page's phase and reason per pod, the quota
+page's CPU/RAM used and its Pending words), and each pod's phase, node and uid to Redis through
+`portal.agents.bindings` (the agents' ingest accepts a pod's report only from its node). A claim
+gone from a namespace whose cancel waits for it sends that project's reconcile at once. A flush
+that fails (PostgreSQL restarting) gives its namespaces back to the state, so what changed during
+the outage is written once it is over.
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ import time
 
 from django.db import connections
 
-from controller.watch.state import ClusterState
+from controller.watch.state import ClusterState, pod_states
 from controller.watch_hints import cancel_waits_for_release
+from portal.agents.bindings import write_pod_states
 from portal.core import heartbeats
 from portal.orders import lifecycle
 from portal.orders.models import ProjectUsage
@@ -91,6 +93,7 @@ class UsageWriter:
                 )
             except ValueError:
                 log.debug("ignoring claims of unknown class %s in %s", cls, ns)
+        write_pod_states(project_id, pod_states(self.state, ns))
 
     def close(self) -> None:
         connections.close_all()  # this thread's connection; Django never closes it otherwise

@@ -6,10 +6,11 @@ from django.contrib import admin, messages
 
 from portal.agents import services
 from portal.agents.models import NodeToken, PodSliceStatus
+from portal.core.admin import GuardedAdmin
 
 
 @admin.register(NodeToken)
-class NodeTokenAdmin(admin.ModelAdmin):
+class NodeTokenAdmin(GuardedAdmin):
     list_display = ("node_name", "token_prefix", "created_at", "last_seen_at", "revoked_at")
     search_fields = ("node_name",)
     readonly_fields = (
@@ -47,7 +48,7 @@ class NodeTokenAdmin(admin.ModelAdmin):
 
 
 @admin.register(PodSliceStatus)
-class PodSliceStatusAdmin(admin.ModelAdmin):
+class PodSliceStatusAdmin(GuardedAdmin):
     list_display = (
         "namespace",
         "pod_name",

@@ -21,9 +21,11 @@ from redis.exceptions import RedisError
 
 from portal.agents import services
 from portal.core.groups import FLEET_GROUP, project_group
+from portal.core.ratelimit import RateLimitedLog
 from tranche.agent_protocol import MessageRejectedError, parse_status
 
 log = logging.getLogger("portal.agents")
+REJECTIONS_LOGGED_PER_MINUTE = 10
 
 
 def _header(scope: dict, name: bytes) -> str:
@@ -35,6 +37,12 @@ def _header(scope: dict, name: bytes) -> str:
 
 class AgentConsumer(AsyncWebsocketConsumer):
     node: str = ""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        # A flood of bad messages is answered one by one but logged at most 10 lines a minute
+        # per connection (a reconnecting node is logged anyway, by connect).
+        self.rejections = RateLimitedLog(log, burst=REJECTIONS_LOGGED_PER_MINUTE, period=60.0)
 
     async def connect(self) -> None:
         client = ":".join(str(x) for x in (self.scope.get("client") or ["?"]))
@@ -76,7 +84,9 @@ class AgentConsumer(AsyncWebsocketConsumer):
                     seq = json.loads(text_data).get("seq")
                 except (ValueError, AttributeError):
                     seq = None
-            log.warning("agent message from node %s rejected: %s", self.node, exc)
+            self.rejections.warning(
+                f"node {self.node}", "agent message from node %s rejected: %s", self.node, exc
+            )
             await self.send(json.dumps({"error": str(exc), "seq": seq}))
             return
         try:

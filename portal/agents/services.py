@@ -1,8 +1,9 @@
 """Every write of the agents app: issuing/revoking node tokens and recording agent status.
 
 `record_status` is one transaction: it validates every pod of a message against the projects
-and the pods other nodes own before writing anything, so a message with one foreign pod stores
-nothing. Re-recording the same message is idempotent (rows are upserted per pod).
+and the node the cluster bound the pod to (`agents.bindings`, written by the watcher) before
+writing anything, so a message with one foreign pod stores nothing. Re-recording the same
+message is idempotent (rows are upserted per pod).
 """
 
 from __future__ import annotations
@@ -14,10 +15,12 @@ import secrets
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+import redis
 from django.db import transaction
 from django.utils import timezone
 
 from portal.agents import history
+from portal.agents.bindings import pod_bindings
 from portal.agents.events import PodRemovedEvent, PodStatusEvent, ProjectEvent
 from portal.agents.models import NodeToken, PodSliceStatus
 from portal.agents.rows import PodRow, pod_row
@@ -107,6 +110,36 @@ def _removed_event(project_id: int, removed: RemovedPod) -> Published:
     return Published(project_id, gone)
 
 
+def _check_bindings(node_name: str, msg: StatusMessage, projects: dict[str, int]) -> None:
+    """Refuse a pod the cluster did not bind to `node_name` (issue #14 item 3)."""
+    for i, p in enumerate(msg.pods):
+        if p["namespace"] not in projects:
+            where = f"pods[{i}] {p['namespace']}/{p['pod']}"
+            raise MessageRejectedError(f"{where}: namespace is not a Tranche project (foreign pod)")
+    try:
+        bound = pod_bindings((projects[p["namespace"]], p["pod"]) for p in msg.pods)
+    except redis.RedisError as exc:
+        raise MessageRejectedError(
+            f"cannot check which node the pods are bound to now (Redis: {exc}); resend later"
+        ) from exc
+    for i, p in enumerate(msg.pods):
+        where = f"pods[{i}] {p['namespace']}/{p['pod']}"
+        binding = bound.get((projects[p["namespace"]], p["pod"]))
+        if binding is None or not binding["node"]:
+            raise MessageRejectedError(
+                f"{where}: the cluster shows no such pod scheduled to a node (yet); not stored"
+            )
+        if binding["node"] != node_name:
+            raise MessageRejectedError(
+                f"{where}: pod runs on node {binding['node']}, not {node_name} "
+                "(the cluster bound it there)"
+            )
+        if binding["uid"] and binding["uid"] != p["uid"]:
+            raise MessageRejectedError(
+                f"{where}: uid {p['uid']} is not the pod the cluster runs ({binding['uid']})"
+            )
+
+
 @transaction.atomic
 def record_status(node_name: str, msg: StatusMessage) -> list[Published]:
     """Store the message's pods and GPUs; raise MessageRejectedError (storing nothing) for
@@ -119,10 +152,9 @@ def record_status(node_name: str, msg: StatusMessage) -> list[Published]:
             namespace__in=namespaces, pod_name__in={p["pod"] for p in msg.pods}
         )
     }
+    _check_bindings(node_name, msg, projects)
     for i, p in enumerate(msg.pods):
         where = f"pods[{i}] {p['namespace']}/{p['pod']}"
-        if p["namespace"] not in projects:
-            raise MessageRejectedError(f"{where}: namespace is not a Tranche project (foreign pod)")
         old = existing.get((p["namespace"], p["pod"]))
         if old and old.pod_uid == p["uid"] and old.node_name != node_name:
             raise MessageRejectedError(

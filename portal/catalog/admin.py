@@ -1,19 +1,21 @@
-"""Staff admin of the catalogue: GPU models and products with prices, editable by billing."""
+"""Staff admin of the catalogue: GPU models and products with prices, editable by billing;
+every change is in the AuditLog with its values before and after."""
 
 from __future__ import annotations
 
 from django.contrib import admin
 
+from portal.audit.audited_admin import AuditedAdmin
 from portal.catalog.models import GpuModel, Product
 
 
 @admin.register(GpuModel)
-class GpuModelAdmin(admin.ModelAdmin):
+class GpuModelAdmin(AuditedAdmin):
     list_display = ("name", "short_name", "memory_mib", "compute_capability", "architecture")
 
 
 @admin.register(Product)
-class ProductAdmin(admin.ModelAdmin):
+class ProductAdmin(AuditedAdmin):
     list_display = (
         "name",
         "device_class",

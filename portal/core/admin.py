@@ -1,11 +1,26 @@
-"""Platform health in the admin, and the read-only base for every status-bearing model admin."""
+"""Platform health in the admin, the guarded base of every model admin, and the read-only base
+for every status-bearing model admin."""
 
 from django.contrib import admin
 
 from portal.core.models import WorkerHeartbeat
+from portal.core.tokens import is_secret_lookup
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
+class GuardedAdmin(admin.ModelAdmin):
+    """Base of every Tranche model admin: no filter may reach a secret field.
+
+    Django allows any lookup on a model's own fields from the change list's query string
+    (`?token__regex=^a`), so a view-only user could recover a secret one character at a time.
+    """
+
+    def lookup_allowed(self, lookup, value, request=None) -> bool:
+        if is_secret_lookup(lookup):
+            return False
+        return super().lookup_allowed(lookup, value, request)
+
+
+class ReadOnlyAdmin(GuardedAdmin):
     """Visible to staff with the view permission; changes go through services only."""
 
     def has_add_permission(self, request) -> bool:
@@ -19,7 +34,7 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
 
 @admin.register(WorkerHeartbeat)
-class WorkerHeartbeatAdmin(admin.ModelAdmin):
+class WorkerHeartbeatAdmin(GuardedAdmin):
     list_display = ("worker", "role", "seen_at", "beats")
     list_filter = ("role",)
     readonly_fields = ("worker", "role", "seen_at", "beats")

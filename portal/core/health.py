@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit, urlunsplit
+
 import psycopg
 import redis
 from django.conf import settings
@@ -58,8 +60,9 @@ def check_redis() -> tuple[bool, str]:
 
 
 def _redacted(url: str) -> str:
-    """Drop credentials from a URL before it goes into a response or a log."""
-    if "@" in url:
-        scheme, _, rest = url.partition("://")
-        return f"{scheme}://***@{rest.split('@', 1)[1]}"
-    return url
+    """Drop credentials from a URL before it goes into a response or a log. The host starts
+    after the LAST '@' of the authority (a password may itself contain '@')."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc="***@" + parts.netloc.rpartition("@")[2]))

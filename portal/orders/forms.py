@@ -23,6 +23,17 @@ PRODUCT_ERRORS = {
 }
 
 
+STALE_MESSAGE = (
+    "This confirmation is incomplete (the page may be from an older version). "
+    "Reload the order page and confirm again."
+)
+STALE_CONFIRMATION = dict.fromkeys(
+    ("required", "invalid", "min_value", "max_value", "max_digits", "max_decimal_places"),
+    STALE_MESSAGE,
+)
+CONFIRMED_FIELDS = ("confirmed_from", "confirmed_version", "confirmed_charge")
+
+
 class OrderForm(forms.Form):
     product = forms.IntegerField(min_value=1, max_value=2**62, error_messages=PRODUCT_ERRORS)
     quantity = forms.IntegerField(
@@ -42,6 +53,9 @@ class OrderForm(forms.Form):
 
 
 class ConfirmOrderForm(OrderForm):
+    """The confirmation page's form: the choice, a one-time key, and the quote the tenant saw
+    (from-quantity, subscription version, charge); the order is placed only if it still holds."""
+
     idempotency_key = forms.CharField(
         max_length=64,
         validators=[RegexValidator(r"^[A-Za-z0-9_-]+$")],
@@ -51,3 +65,22 @@ class ConfirmOrderForm(OrderForm):
             "invalid": "The confirmation key is malformed. Reload the order page.",
         },
     )
+    confirmed_from = forms.IntegerField(
+        min_value=0, max_value=MAX_SLICES_PER_PRODUCT, error_messages=STALE_CONFIRMATION
+    )
+    confirmed_version = forms.IntegerField(
+        min_value=0, max_value=2**31 - 1, error_messages=STALE_CONFIRMATION
+    )
+    # negative for a decrease or cancel: the credit the invoice will carry (docs/billing.md)
+    confirmed_charge = forms.DecimalField(
+        max_digits=12, decimal_places=2, error_messages=STALE_CONFIRMATION
+    )
+
+    def clean(self) -> dict:
+        data = super().clean()
+        stale = [name for name in CONFIRMED_FIELDS if name in self._errors]
+        for name in stale:  # one message for the whole quote, not three cryptic ones
+            del self._errors[name]
+        if stale:
+            raise forms.ValidationError(STALE_MESSAGE)
+        return data

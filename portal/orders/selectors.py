@@ -45,6 +45,8 @@ class Quote:
     def credit(self) -> Decimal:
         return -self.prorata_charge
 
+    subscription_version: int = 0
+
 
 @dataclass(frozen=True)
 class QuotaLine:
@@ -75,7 +77,8 @@ def quote_order(
             f"Quantity must be between 0 and {MAX_SLICES_PER_PRODUCT} slices per product "
             f"(you asked for {quantity}). Choose a number in that range."
         )
-    current = current_quantity(project, product)
+    sub = Subscription.objects.filter(project=project, product=product).first()
+    current, version = (sub.quantity, sub.version) if sub else (0, 0)
     if quantity == current:
         raise ServiceError(
             f"The project already holds {current} x {product.name}; nothing would change. "
@@ -107,6 +110,7 @@ def quote_order(
         currency=product.currency,
         billed_hours=hours - hour if quantity > current else hours - hour - 1,
         hours_in_month=hours,
+        subscription_version=version,
     )
 
 

@@ -9,6 +9,9 @@ reconcile the project after commit. On any refusal nothing is written.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from decimal import Decimal
+
 from django.db import transaction
 
 from portal.audit.services import record_audit
@@ -25,6 +28,19 @@ from portal.tenants.errors import (
 from portal.tenants.models import Membership, Organization, Project
 
 KEY_MAX = 64
+ANOTHER_ORDER_CAME_FIRST = (
+    "The subscription changed while you were ordering (another order came first). "
+    "Reload the page to see the new quantity and confirm again."
+)
+
+
+@dataclass(frozen=True)
+class ConfirmedQuote:
+    """What the tenant saw and confirmed: the order is placed only if it is still true."""
+
+    from_quantity: int
+    subscription_version: int
+    prorata_charge: Decimal
 
 
 def suspension_message(organization: Organization) -> str:
@@ -45,8 +61,14 @@ def place_order(
     product: Product,
     quantity: int,
     idempotency_key: str,
+    confirmed: ConfirmedQuote | None = None,
 ) -> tuple[Order, bool]:
-    """Buy, resize or cancel (target `quantity`, 0 = cancel). Returns (order, created)."""
+    """Buy, resize or cancel (target `quantity`, 0 = cancel). Returns (order, created).
+
+    With `confirmed` (the confirmation page's quote), the order is refused with a
+    `ConflictError` unless the subscription is still at the confirmed quantity and version and
+    the charge is still the confirmed amount: a tenant is never charged for a change they did
+    not see."""
     if project.organization_id != membership.organization_id:
         raise ServiceError("This project does not belong to your organization.")
     if not membership.can_order:
@@ -77,14 +99,23 @@ def place_order(
 
     sub, _ = Subscription.objects.get_or_create(project=project, product=product)
     quote = quote_order(project, product, quantity)
+    if confirmed is not None:
+        if (confirmed.from_quantity, confirmed.subscription_version) != (
+            quote.from_quantity,
+            sub.version,
+        ):
+            raise ConflictError(ANOTHER_ORDER_CAME_FIRST)
+        if confirmed.prorata_charge != quote.prorata_charge:
+            raise ConflictError(
+                f"The price changed since you confirmed ({confirmed.prorata_charge} → "
+                f"{quote.prorata_charge} {quote.currency} now). Nothing was ordered. Reload the "
+                "page and confirm the new price."
+            )
     swapped = Subscription.objects.filter(
         pk=sub.pk, version=sub.version, quantity=quote.from_quantity
     ).update(quantity=quantity, version=sub.version + 1)
     if not swapped:
-        raise ConflictError(
-            "The subscription changed while you were ordering (another order came first). "
-            "Reload the page to see the new quantity and confirm again."
-        )
+        raise ConflictError(ANOTHER_ORDER_CAME_FIRST)
     order = Order.objects.create(
         organization=organization,
         project=project,

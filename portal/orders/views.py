@@ -13,7 +13,7 @@ from portal.catalog.selectors import sellable_products
 from portal.core import queue
 from portal.orders import selectors
 from portal.orders.forms import ConfirmOrderForm, OrderForm
-from portal.orders.services import place_order, suspension_message
+from portal.orders.services import ConfirmedQuote, place_order, suspension_message
 from portal.tenants.context import nav_context
 from portal.tenants.errors import ServiceError
 from portal.tenants.selectors import get_project
@@ -76,6 +76,11 @@ def order_confirm(request: HttpRequest, project_id: int) -> HttpResponse:
                 product=product,
                 quantity=quantity,
                 idempotency_key=form.cleaned_data["idempotency_key"],
+                confirmed=ConfirmedQuote(
+                    from_quantity=form.cleaned_data["confirmed_from"],
+                    subscription_version=form.cleaned_data["confirmed_version"],
+                    prorata_charge=form.cleaned_data["confirmed_charge"],
+                ),
             )
             if created and queue.last_send_failed():
                 messages.warning(

@@ -23,3 +23,12 @@ document.addEventListener("submit", (event) => {
 document.addEventListener("change", (event) => {
   if (event.target.matches("select[data-autosubmit]")) event.target.form.requestSubmit();
 });
+// Invitation links carry their token after "#", which browsers never send to a server; post it.
+document.addEventListener("DOMContentLoaded", () => {
+  const field = document.getElementById("invitation-token");
+  const token = window.location.hash.slice(1);
+  if (!field || !token) return;
+  history.replaceState(null, "", window.location.pathname);
+  field.value = decodeURIComponent(token);
+  field.form.requestSubmit();
+});

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.contrib import admin, messages
 
+from portal.audit.audited_admin import AuditedAdmin
 from portal.core.admin import ReadOnlyAdmin
 from portal.tenants import services
 from portal.tenants.models import Invitation, Membership, Organization, Project
@@ -20,7 +21,7 @@ class MembershipInline(admin.TabularInline):
 
 
 @admin.register(Organization)
-class OrganizationAdmin(admin.ModelAdmin):
+class OrganizationAdmin(AuditedAdmin):
     list_display = ("name", "slug", "status", "suspension_reason", "created_at")
     list_filter = ("status",)
     search_fields = ("name", "slug")
@@ -71,5 +72,5 @@ class MembershipAdmin(ReadOnlyAdmin):
 
 @admin.register(Invitation)
 class InvitationAdmin(ReadOnlyAdmin):
-    list_display = ("email", "organization", "role", "created_at", "accepted_at")
-    exclude = ("token",)
+    exclude = ("token_hash",)
+    list_display = ("email", "organization", "role", "created_at", "expires_at", "accepted_at")

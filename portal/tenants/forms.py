@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django import forms
-from django.contrib.auth import password_validation
+from django.contrib.auth import get_user_model, password_validation
 from django.contrib.auth.validators import UnicodeUsernameValidator
 
 from portal.tenants.models import Membership
@@ -33,8 +33,13 @@ class SignUpForm(forms.Form):
     def clean(self) -> dict:
         data = super().clean()
         if data.get("password"):
+            # The validators get the would-be user, so a password like the username or the
+            # email address is refused (without it the similarity check had nothing to compare).
+            candidate = get_user_model()(
+                username=data.get("username", ""), email=data.get("email", "")
+            )
             try:
-                password_validation.validate_password(data["password"])
+                password_validation.validate_password(data["password"], user=candidate)
             except forms.ValidationError as error:
                 self.add_error("password", error)
         return data

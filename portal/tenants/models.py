@@ -84,12 +84,14 @@ class Project(models.Model):
 
 
 class Invitation(models.Model):
-    """An invitation link for an email address, accepted once by a logged-in user."""
+    """An invitation link for one email address, accepted once, before `expires_at`, by a
+    logged-in user whose account has that address. Only the token's SHA-256 is stored."""
 
     organization = models.ForeignKey(Organization, on_delete=models.CASCADE)
     email = models.EmailField(max_length=254)
     role = models.CharField(max_length=16, choices=Membership.Role.choices)
-    token = models.CharField(max_length=64, unique=True)
+    token_hash = models.CharField(max_length=64, unique=True, editable=False)
+    expires_at = models.DateTimeField()
     invited_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
     )

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from django.db.models import QuerySet
 from django.http import Http404
+from django.utils import timezone
 
+from portal.core.tokens import hash_token
 from portal.tenants.models import Invitation, Membership, Organization, Project
 
 
@@ -54,19 +56,44 @@ def pending_invitations(membership: Membership) -> QuerySet[Invitation]:
     if membership.role != Membership.Role.OWNER:
         return Invitation.objects.none()
     return Invitation.objects.filter(
-        organization_id=membership.organization_id, accepted_at__isnull=True
+        organization_id=membership.organization_id,
+        accepted_at__isnull=True,
+        expires_at__gt=timezone.now(),
     ).order_by("-created_at")
 
 
 def get_open_invitation(token: str) -> Invitation:
-    """An unaccepted invitation by its token, or 404."""
+    """An unaccepted, unexpired invitation by its token (looked up by hash), or 404."""
     found = (
         Invitation.objects.select_related("organization")
-        .filter(token=token[:64], accepted_at__isnull=True)
+        .filter(
+            token_hash=hash_token(token[:64]),
+            accepted_at__isnull=True,
+            expires_at__gt=timezone.now(),
+        )
         .first()
     )
     if found is None:
-        raise Http404("This invitation link is unknown or was already used.")
+        raise Http404(
+            "This invitation link is unknown, expired or was already used. "
+            "Ask the organization's owner for a new link."
+        )
+    return found
+
+
+def get_opened_invitation(invitation_id: int) -> Invitation:
+    """An invitation this session opened with its token (id kept in the session), or 404 once
+    it was used or expired."""
+    found = (
+        Invitation.objects.select_related("organization")
+        .filter(pk=invitation_id, accepted_at__isnull=True, expires_at__gt=timezone.now())
+        .first()
+    )
+    if found is None:
+        raise Http404(
+            "This invitation expired or was already used. "
+            "Ask the organization's owner for a new link."
+        )
     return found
 
 

@@ -6,8 +6,9 @@ organization changes nothing and writes no audit row) and are audited.
 
 from __future__ import annotations
 
-import secrets
+from datetime import timedelta
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
@@ -15,7 +16,8 @@ from django.utils import timezone
 
 from portal.audit.services import record_audit
 from portal.core.queue import enqueue_reconcile, enqueue_retire_namespace
-from portal.tenants.errors import NotAllowedError, ServiceError
+from portal.core.tokens import hash_token, new_token
+from portal.tenants.errors import NotAllowedError, OrganizationSuspendedError, ServiceError
 from portal.tenants.models import Invitation, Membership, Organization, Project
 from portal.tenants.naming import derive_namespace, dns_slug
 
@@ -61,38 +63,59 @@ def sign_up(
 
 @transaction.atomic
 def create_project(*, membership: Membership, name: str) -> Project:
-    """Add a project (and its namespace name) to the caller's organization; owners and members."""
+    """Add a project (and its namespace name) to the caller's organization; owners and members.
+    Refused while the organization is suspended (the row is locked, so the status is fresh)."""
     if not membership.can_order:
         raise NotAllowedError(
             "Viewers cannot create projects. Ask an owner of the organization for the member role."
         )
-    return _new_project(membership.organization, name)
+    organization = Organization.objects.select_for_update().get(pk=membership.organization_id)
+    if organization.is_suspended:
+        reason = organization.suspension_reason or "no reason was recorded"
+        raise OrganizationSuspendedError(
+            f"Your organization {organization.name} is suspended ({reason}), so no new projects "
+            "can be created. Contact billing support to resume the account, then try again."
+        )
+    return _new_project(organization, name)
 
 
 @transaction.atomic
-def invite_member(*, membership: Membership, email: str, role: str) -> Invitation:
-    """Create an invitation link for `email` with `role`; owners only."""
+def invite_member(*, membership: Membership, email: str, role: str) -> tuple[Invitation, str]:
+    """Create an invitation for `email` with `role`; owners only. Returns the row and the
+    plaintext token, which exists only in this return value (the row keeps its hash)."""
     if membership.role != Membership.Role.OWNER:
         raise NotAllowedError("Only owners can invite people. Ask an owner of the organization.")
     if role not in Membership.Role.values:
         raise ServiceError(f"Unknown role {role!r}. Choose owner, member or viewer.")
-    return Invitation.objects.create(
+    token = new_token()
+    invitation = Invitation.objects.create(
         organization=membership.organization,
         email=email,
         role=role,
-        token=secrets.token_urlsafe(32),
+        token_hash=hash_token(token),
+        expires_at=timezone.now() + timedelta(days=settings.TRANCHE_INVITATION_DAYS),
         invited_by=membership.user,
     )
+    return invitation, token
 
 
 @transaction.atomic
 def accept_invitation(*, user, invitation: Invitation) -> Membership:
-    """Join the invitation's organization; the link works once (compare-and-swap on it)."""
-    claimed = Invitation.objects.filter(pk=invitation.pk, accepted_at__isnull=True).update(
-        accepted_at=timezone.now(), accepted_by=user
-    )
+    """Join the invitation's organization. Only an account with the invited email address can,
+    only before it expires, and only once (compare-and-swap on the row)."""
+    if (user.email or "").strip().lower() != invitation.email.strip().lower():
+        raise NotAllowedError(
+            f"This invitation is for {invitation.email}, but you are logged in as "
+            f"{user.get_username()} ({user.email or 'no email address'}). Log in with the "
+            "invited account, or ask the owner to invite your address."
+        )
+    claimed = Invitation.objects.filter(
+        pk=invitation.pk, accepted_at__isnull=True, expires_at__gt=timezone.now()
+    ).update(accepted_at=timezone.now(), accepted_by=user)
     if not claimed:
-        raise ServiceError("This invitation was already used. Ask the owner for a new link.")
+        raise ServiceError(
+            "This invitation was already used or has expired. Ask the owner for a new link."
+        )
     membership, _ = Membership.objects.get_or_create(
         user=user, organization_id=invitation.organization_id, defaults={"role": invitation.role}
     )

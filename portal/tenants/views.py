@@ -15,6 +15,8 @@ from portal.tenants.context import current_project, nav_context
 from portal.tenants.errors import ServiceError
 from portal.tenants.forms import InviteForm, ProjectForm, SignUpForm, SwitchProjectForm
 
+SESSION_INVITATION = "tranche_invitation_id"
+
 
 def home(request: HttpRequest) -> HttpResponse:
     """Landing page, or the current project's quota page once logged in."""
@@ -37,6 +39,8 @@ def signup(request: HttpRequest) -> HttpResponse:
         else:
             login(request, user, backend="django.contrib.auth.backends.ModelBackend")
             messages.success(request, f"Welcome! Your project namespace is {project.namespace}.")
+            if request.session.get(SESSION_INVITATION):  # signed up to accept an invitation
+                return redirect("accept_invitation")
             return redirect("quota", project_id=project.pk)
     status = 400 if form.errors else 200
     return render(request, "tenants/signup.html", {"form": form}, status=status)
@@ -56,12 +60,12 @@ def organization(request: HttpRequest, organization_id: int) -> HttpResponse:
             if action == "invite":
                 invite_form = InviteForm(request.POST)
                 if invite_form.is_valid():
-                    invitation = services.invite_member(
+                    _invitation, token = services.invite_member(
                         membership=membership, **invite_form.cleaned_data
                     )
-                    link = request.build_absolute_uri(
-                        reverse("accept_invitation", args=[invitation.token])
-                    )
+                    # The token rides in the fragment: browsers never send it to a server, so
+                    # it stays out of access logs, proxies and Referer headers.
+                    link = request.build_absolute_uri(reverse("accept_invitation")) + "#" + token
             else:
                 project_form = ProjectForm(request.POST)
                 if project_form.is_valid():
@@ -105,21 +109,34 @@ def _owner_action(request: HttpRequest, membership, action: str) -> HttpResponse
     return redirect("organization", organization_id=membership.organization_id)
 
 
-@login_required
-def accept_invitation(request: HttpRequest, token: str) -> HttpResponse:
-    """Show an invitation and join on POST."""
-    invitation = selectors.get_open_invitation(token)
-    if request.method == "POST":
+def accept_invitation(request: HttpRequest) -> HttpResponse:
+    """Open an invitation and join it.
+
+    The link is `/invite/#<token>`; the page's script posts the fragment here (or the invitee
+    pastes it). The opened invitation's id, never the token, is kept in the session so that
+    logging in or signing up comes back to it. Joining is a POST by a logged-in user.
+    """
+    if request.method == "POST" and request.POST.get("token"):
+        invitation = selectors.get_open_invitation(request.POST["token"].strip())
+        request.session[SESSION_INVITATION] = invitation.pk
+        return redirect("accept_invitation")
+    invitation_id = request.session.get(SESSION_INVITATION)
+    if not isinstance(invitation_id, int):
+        return render(request, "tenants/invitation_open.html", nav_context(request))
+    invitation = selectors.get_opened_invitation(invitation_id)
+    status = 200
+    if request.method == "POST" and request.user.is_authenticated:
         try:
             membership = services.accept_invitation(user=request.user, invitation=invitation)
         except ServiceError as error:
             messages.error(request, str(error))
+            status = error.status
         else:
+            request.session.pop(SESSION_INVITATION, None)
             messages.success(request, f"You joined {membership.organization.name}.")
             return redirect("organization", organization_id=membership.organization_id)
-    return render(
-        request, "tenants/invitation.html", {"invitation": invitation, **nav_context(request)}
-    )
+    context = {"invitation": invitation, **nav_context(request)}
+    return render(request, "tenants/invitation.html", context, status=status)
 
 
 @login_required

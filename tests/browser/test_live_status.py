@@ -15,6 +15,7 @@ from playwright.sync_api import expect
 from websockets.sync.client import connect
 
 from portal.agents import services
+from portal.agents.bindings import write_pod_states
 from tests.helpers.factories import make_world
 from tests.helpers.portal import serve_portal
 
@@ -33,6 +34,10 @@ def test_row_appears_live_when_the_agent_reports(browser, transactional_db):
     world = make_world()
     ns = world.project_a.namespace
     token = services.issue_node_token(NODE)
+    # Play the watcher: the cluster bound train-0 to this node (the portal checks it).
+    write_pod_states(
+        world.project_a.pk, {"train-0": {"phase": "Running", "reason": "", "node": NODE}}
+    )
     client = Client()
     client.force_login(world.viewer)
     session = client.cookies[settings.SESSION_COOKIE_NAME].value

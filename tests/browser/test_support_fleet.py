@@ -15,6 +15,7 @@ from playwright.sync_api import expect
 from websockets.sync.client import connect
 
 from portal.agents import services
+from portal.agents.bindings import write_pod_states
 from tests.helpers.factories import make_world
 from tests.helpers.portal import serve_portal
 
@@ -65,6 +66,11 @@ def test_slice_appears_on_the_right_gpu_within_3_s(browser, transactional_db):
                     "rejected_allocations": 0, "compute_target_percent": 25,
                     "compute_used_percent": 20.0, "throttled_seconds": 0.0, "processes": 1,
                 }  # fmt: skip
+                # the watcher's binding: the ingest accepts a pod only from the node it is on
+                write_pod_states(
+                    world.project_a.pk,
+                    {"train-0": {"phase": "Running", "reason": "", "node": NODE, "uid": "uid-1"}},
+                )
                 began = time.monotonic()
                 agent.send(_frame(2, [pod]))
                 assert "ack" in json.loads(agent.recv(timeout=10)), portal.log_tail()

@@ -18,6 +18,7 @@ from kubernetes import client
 from controller.reconcile import reconcile_project
 from controller.watch import Watcher
 from nodeagent.slices import render_resource_slice
+from portal.agents.bindings import pod_bindings
 from tests.helpers.gpus import v100
 from tests.helpers.wait import wait_for
 
@@ -118,6 +119,12 @@ def test_quota_page_shows_entitled_allocated_pending(
             return row if row and row[:3] == ["2", "1", "1"] else None
 
         wait_for(page_figures, 60, "the quota page to show entitled 2, in use 1, pending 1")
+        # The agents' ingest accepts the pod's figures only from the node it is bound to.
+        key = (tenant.project.pk, "llm")
+        bound = {"node": node, "uid": core.read_namespaced_pod("llm", ns).metadata.uid}
+        wait_for(
+            lambda: pod_bindings([key]).get(key) == bound, 20, "the watcher to record the binding"
+        )
         assert watcher.relists["claims"] == 1  # resumed from resourceVersion, never relisted
 
         outsider = Client()

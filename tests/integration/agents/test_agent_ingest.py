@@ -16,6 +16,7 @@ from channels.testing import WebsocketCommunicator
 from django.core.management import call_command
 
 from portal.agents import selectors, services
+from portal.agents.bindings import write_pod_states
 from portal.asgi import application
 from portal.tenants.models import Organization, Project
 from tranche.agent_protocol import MAX_MESSAGE_BYTES
@@ -27,6 +28,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def _headers(node: str, token: str) -> list[tuple[bytes, bytes]]:
     return [
         (b"origin", b"http://localhost"),
+        (b"host", b"localhost"),
         (b"authorization", f"Bearer {token}".encode()),
         (b"x-tranche-node", node.encode()),
     ]
@@ -78,6 +80,13 @@ def project() -> Project:
     return Project.objects.create(organization=org, name="ML", slug="ml", namespace="acme-ml")
 
 
+def _bind(project: Project, **pods: str) -> None:
+    """Play the watcher: the cluster runs each pod (uid p-1) on the given node."""
+    states = {pod: {"phase": "Running", "reason": "", "node": node, "uid": "p-1"}
+              for pod, node in pods.items()}  # fmt: skip
+    write_pod_states(project.id, states)
+
+
 @pytest.fixture
 def tokens() -> dict[str, str]:
     return {n: services.issue_node_token(n) for n in ("kwok-gpu-0", "kwok-gpu-1")}
@@ -95,6 +104,8 @@ async def _send(comm: WebsocketCommunicator, text: str) -> dict:
 
 
 def test_status_is_stored_and_published_to_the_project_group(project, tokens):
+    _bind(project, **{"train-0": "kwok-gpu-0"})
+
     async def scenario() -> dict:
         layer = get_channel_layer()
         listener = await layer.new_channel()
@@ -130,6 +141,7 @@ def test_wrong_token_is_refused_with_a_log_line(project, tokens, caplog):
 
 
 def test_bad_messages_are_refused_and_the_connection_keeps_serving(project, tokens, caplog):
+    _bind(project, **{"train-0": "kwok-gpu-1", "own": "kwok-gpu-0"})
     huge = _status("kwok-gpu-0", 3, [_pod()]) + " " * MAX_MESSAGE_BYTES
     bad = {
         "malformed": ("{not json", "malformed JSON"),
@@ -164,6 +176,8 @@ def test_bad_messages_are_refused_and_the_connection_keeps_serving(project, toke
 
 
 def test_removed_pods_are_deleted_only_by_their_node(project, tokens):
+    _bind(project, **{"train-0": "kwok-gpu-0"})
+
     async def scenario() -> None:
         comm, _ = await _connect("kwok-gpu-0", tokens["kwok-gpu-0"])
         await _send(comm, _status("kwok-gpu-0", 1, [_pod()]))

@@ -25,6 +25,7 @@ from nodeagent.sim.kubeletlite import apply_cdi, launch_script
 from nodeagent.status import Collector
 from nodeagent.stream import StatusStream
 from portal.agents import selectors, services
+from portal.agents.bindings import write_pod_states
 from portal.tenants.models import Organization, Project
 from tests.helpers.gpus import NODE, allocated_claim, v100
 from tests.helpers.portal import serve_portal
@@ -71,7 +72,9 @@ def sim(tmp_path):
 
 def test_rejected_allocation_reaches_the_portal_within_3s(portal_url, sim, tmp_path):
     org = Organization.objects.create(name="Acme", slug="acme")
-    Project.objects.create(organization=org, name="ML", slug="ml", namespace="acme-ml")
+    project = Project.objects.create(organization=org, name="ML", slug="ml", namespace="acme-ml")
+    # Play the watcher: the cluster bound pod-a to this node (the portal checks it).
+    write_pod_states(project.id, {"pod-a": {"phase": "Running", "reason": "", "node": NODE}})
     token = services.issue_node_token(NODE)
     state = Path(tempfile.mkdtemp(prefix="tr-e2e-"))
     layout = Layout(state, state / "cdi", NATIVE_BUILD / "libtranche.so", simulate=True)

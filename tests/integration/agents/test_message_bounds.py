@@ -14,6 +14,7 @@ from channels.testing import WebsocketCommunicator
 from django.db import connection
 
 from portal.agents import selectors, services
+from portal.agents.bindings import write_pod_states
 from portal.agents.models import PodSliceStatus
 from portal.asgi import application
 from portal.tenants.models import Organization, Project
@@ -50,7 +51,10 @@ def _status(seq: int, pods: list[dict], **over) -> str:
 @pytest.fixture
 def token() -> str:
     org = Organization.objects.create(name="Acme", slug="acme")
-    Project.objects.create(organization=org, name="ML", slug="ml", namespace="acme-ml")
+    project = Project.objects.create(organization=org, name="ML", slug="ml", namespace="acme-ml")
+    # Play the watcher: the cluster runs these pods on NODE (the portal checks the binding).
+    running = {"phase": "Running", "reason": "", "node": NODE, "uid": "p-1"}
+    write_pod_states(project.pk, dict.fromkeys(("train-0", "next", "explode"), running))
     return services.issue_node_token(NODE)
 
 
@@ -58,7 +62,8 @@ def _exchange(token: str, frames: list[str]) -> list[dict]:
     """Send each frame on one connection; the replies, in order (a close fails the test)."""
 
     async def scenario() -> list[dict]:
-        headers = [(b"origin", b"http://localhost"), (b"authorization", f"Bearer {token}".encode()),
+        headers = [(b"origin", b"http://localhost"), (b"host", b"localhost"),
+                   (b"authorization", f"Bearer {token}".encode()),
                    (b"x-tranche-node", NODE.encode())]  # fmt: skip
         comm = WebsocketCommunicator(application, "/ws/agent/", headers=headers)
         connected, _ = await comm.connect()

@@ -10,7 +10,7 @@ from channels.testing import WebsocketCommunicator
 
 from portal.asgi import application
 
-ORIGIN = [(b"origin", b"http://localhost")]
+ORIGIN = [(b"origin", b"http://localhost"), (b"host", b"localhost")]
 
 
 async def _roundtrip(message: str) -> dict:
@@ -45,7 +45,9 @@ def test_malformed_ping_gets_a_clear_error():
 def test_foreign_origin_is_refused():
     async def attempt() -> bool:
         comm = WebsocketCommunicator(
-            application, "/ws/ping/", headers=[(b"origin", b"http://evil.example")]
+            application,
+            "/ws/ping/",
+            headers=[(b"origin", b"http://evil.example"), (b"host", b"localhost")],
         )
         connected, _ = await comm.connect()
         await comm.disconnect()

@@ -10,6 +10,7 @@ from django.urls import reverse
 from portal.celery import app
 from portal.core import queue
 from portal.orders.models import Order
+from tests.integration.portal.confirming import confirmed_order
 
 SEND_RECONCILE = queue.send_reconcile  # the real one; integration tests record sends instead
 
@@ -36,7 +37,7 @@ def broker_down(monkeypatch):
 def _place(client, world, key: str):
     client.force_login(world.owner)
     url = reverse("order_confirm", args=[world.project_a.pk])
-    data = {"product": world.products["tranche-v100-8g"].pk, "quantity": 1, "idempotency_key": key}
+    data = confirmed_order(client, world.project_a, world.products["tranche-v100-8g"], 1, key=key)
     return client.post(url, data, follow=True)
 
 

@@ -7,6 +7,7 @@ from django.urls import reverse
 
 from portal.orders.models import Order
 from portal.tenants.services import suspend_organization
+from tests.integration.portal.confirming import confirmed_order
 
 
 def _confirm_url(world):
@@ -27,11 +28,9 @@ def test_confirmation_shows_monthly_and_prorata(world, client_of):
 
 def test_double_submit_creates_one_order(world, client_of):
     client = client_of(world.owner)
-    data = {
-        "product": world.products["tranche-v100-8g"].pk,
-        "quantity": 2,
-        "idempotency_key": "abc123",
-    }
+    data = confirmed_order(
+        client, world.project_a, world.products["tranche-v100-8g"], 2, key="abc123"
+    )
     first = client.post(_confirm_url(world), data)
     second = client.post(_confirm_url(world), data)
     assert first.status_code == second.status_code == 302
@@ -93,7 +92,7 @@ def test_suspended_org_sees_suspension_message(world, client_of):
 
 def test_quota_page_placeholders_and_entitlement_note(world, client_of):
     client = client_of(world.owner)
-    data = {"product": world.products["tranche-v100-8g"].pk, "quantity": 2, "idempotency_key": "k"}
+    data = confirmed_order(client, world.project_a, world.products["tranche-v100-8g"], 2, key="k")
     client.post(_confirm_url(world), data)
     body = client.get(reverse("quota", args=[world.project_a.pk])).content.decode()
     assert "entitlement, not a reservation" in body
@@ -107,7 +106,7 @@ def test_quota_page_says_why_an_entitlement_is_not_ready(world, client_of):
     from portal.orders.models import Subscription
 
     client = client_of(world.owner)
-    data = {"product": world.products["tranche-v100-8g"].pk, "quantity": 2, "idempotency_key": "k"}
+    data = confirmed_order(client, world.project_a, world.products["tranche-v100-8g"], 2, key="k")
     client.post(_confirm_url(world), data)
     sub = Subscription.objects.get(project=world.project_a)
     message = "Kubernetes refused the quota: the API server was unreachable; retrying."

@@ -51,16 +51,17 @@ def test_invite_then_accept(world, client_of, client):
     owner_client = client_of(world.owner)
     response = owner_client.post(
         reverse("organization", args=[world.org_a.pk]),
-        {"form": "invite", "email": "new@example.test", "role": "member"},
+        {"form": "invite", "email": world.outsider.email, "role": "member"},
     )
     assert response.status_code == 200
     link = response.context["invite_link"]
     assert "/invite/" in link
-    client_of(world.outsider)  # the outsider accepts: becomes a member of A
-    path = link.split("testserver", 1)[1]
-    assert client.post(path).status_code == 302
+    client_of(world.outsider)  # the invited outsider accepts: becomes a member of A
+    path, token = link.split("testserver", 1)[1].split("#")
+    assert client.post(path, {"token": token}).status_code == 302  # opens it
+    assert client.post(path, {"join": "1"}).status_code == 302
     assert Membership.objects.filter(user=world.outsider, organization=world.org_a).exists()
-    assert client.post(path).status_code == 404  # used once
+    assert client.post(path, {"token": token}).status_code == 404  # used once
 
 
 def test_member_cannot_invite(world, client_of):

@@ -16,6 +16,7 @@ from django.conf import settings
 from django.test import Client
 
 from portal.agents import services
+from portal.agents.bindings import write_pod_states
 from portal.asgi import application
 from portal.tenants.models import Membership
 from tests.helpers.factories import make_world
@@ -31,7 +32,10 @@ def world(transactional_db):
 
 
 @pytest.fixture
-def token(transactional_db) -> str:
+def token(world) -> str:
+    # Play the watcher: the cluster bound these pods of project A to this node.
+    running = {"phase": "Running", "reason": "", "node": NODE}
+    write_pod_states(world.project_a.pk, dict.fromkeys(("train-0", "before", "after"), running))
     return services.issue_node_token(NODE)
 
 
@@ -41,6 +45,7 @@ def _session_headers(user) -> list[tuple[bytes, bytes]]:
     session = client.cookies[settings.SESSION_COOKIE_NAME].value
     return [
         (b"origin", b"http://localhost"),
+        (b"host", b"localhost"),
         (b"cookie", f"{settings.SESSION_COOKIE_NAME}={session}".encode()),
     ]
 
@@ -64,6 +69,7 @@ def _status_frame(seq: int, namespace: str, pod: str, removed: bool = False) -> 
 async def _agent(token: str) -> WebsocketCommunicator:
     headers = [
         (b"origin", b"http://localhost"),
+        (b"host", b"localhost"),
         (b"authorization", f"Bearer {token}".encode()),
         (b"x-tranche-node", NODE.encode()),
     ]
@@ -120,7 +126,7 @@ def test_outsider_is_refused_with_4403(world):
 
 def test_anonymous_is_refused_with_4403(world):
     async def scenario() -> dict:
-        headers = [(b"origin", b"http://localhost")]
+        headers = [(b"origin", b"http://localhost"), (b"host", b"localhost")]
         comm = WebsocketCommunicator(
             application, f"/ws/projects/{world.project_a.pk}/status/", headers
         )

@@ -1,0 +1,47 @@
+"""Issue #14 item 12 (second half): a flood of bad agent messages is answered message by
+message, but logged at most a burst of lines (plus one saying the rest are suppressed)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+
+import pytest
+from channels.testing import WebsocketCommunicator
+
+from portal.agents import services
+from portal.agents.consumers import REJECTIONS_LOGGED_PER_MINUTE
+from portal.asgi import application
+
+pytestmark = pytest.mark.django_db(transaction=True)
+FLOOD = 1000
+
+
+def test_a_flood_of_rejected_messages_is_answered_but_not_logged_line_by_line(caplog):
+    token = services.issue_node_token("kwok-flood")
+    headers = [
+        (b"origin", b"http://localhost"),
+        (b"host", b"localhost"),
+        (b"authorization", f"Bearer {token}".encode()),
+        (b"x-tranche-node", b"kwok-flood"),
+    ]
+
+    async def flood() -> list[dict]:
+        comm = WebsocketCommunicator(application, "/ws/agent/", headers=headers)
+        connected, _ = await comm.connect()
+        assert connected
+        replies = []
+        for i in range(FLOOD):
+            await comm.send_to(text_data=f"{{not json {i}")
+            replies.append(json.loads(await comm.receive_from(timeout=5)))
+        await comm.disconnect()
+        return replies
+
+    with caplog.at_level(logging.WARNING, logger="portal.agents"):
+        replies = asyncio.run(flood())
+    assert len(replies) == FLOOD
+    assert all("malformed JSON" in r["error"] for r in replies)
+    lines = [r for r in caplog.records if r.name == "portal.agents"]
+    assert len(lines) <= REJECTIONS_LOGGED_PER_MINUTE + 1, len(lines)
+    assert "suppressed" in lines[-1].getMessage()

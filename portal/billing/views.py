@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from portal.billing import selectors
 from portal.billing.focus import focus_csv
-from portal.billing.pdf import html_to_pdf
+from portal.billing.pdf import PdfUnavailableError, html_to_pdf
 from portal.tenants.context import nav_context
 from portal.tenants.selectors import get_membership
 from tranche import money
@@ -44,7 +44,17 @@ def _document(request, template: str, context: dict, name: str) -> HttpResponse:
     """The document as HTML, as a downloaded HTML file (?download=1) or as PDF (?format=pdf)."""
     response = render(request, template, context)
     if request.GET.get("format") == "pdf":
-        pdf = html_to_pdf(response.content.decode(), request.build_absolute_uri("/"))
+        try:
+            pdf = html_to_pdf(response.content.decode(), request.build_absolute_uri("/"))
+        except PdfUnavailableError:
+            # e.g. an image built without Pango: say so and point at what still works
+            return HttpResponse(
+                "PDF rendering is not available on this installation. Open the document and use "
+                "your browser's Print → Save as PDF, or download it as HTML (?download=1); both "
+                "carry the same content as the PDF.",
+                status=503,
+                content_type="text/plain; charset=utf-8",
+            )
         response = HttpResponse(pdf, content_type="application/pdf")
         response["Content-Disposition"] = f'attachment; filename="{name}.pdf"'
     elif request.GET.get("download"):

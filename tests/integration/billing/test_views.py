@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
@@ -87,3 +88,22 @@ def test_catalogue_shows_the_rate_pro_rating_charges(world, client_of) -> None:
     assert f"{money.round_rate(product.monthly_price / hours)} EUR" in body
     assert f"monthly ÷ {hours} h" in body
     assert str(product.hourly_price) not in body  # the old, never-charged price is gone
+
+
+def test_pdf_unavailable_is_a_clear_503_and_the_html_still_works(world, client_of, monkeypatch):
+    """An installation without Pango (WeasyPrint fails to load it) answers with what to do."""
+    place_at(
+        world.membership(world.owner),
+        world.project_a,
+        world.products[CLASS],
+        1,
+        datetime(2026, 11, 3, tzinfo=UTC),
+    )
+    invoice, _ = services.generate_invoice(world.org_a, 2026, 11)
+    monkeypatch.setitem(sys.modules, "weasyprint", None)  # import fails like a missing library
+    url = reverse("invoice", args=[world.org_a.pk, invoice.pk])
+    owner = client_of(world.owner)
+    pdf = owner.get(url, {"format": "pdf"})
+    assert pdf.status_code == 503
+    assert "Save as PDF" in pdf.content.decode()
+    assert owner.get(url, {"download": "1"}).status_code == 200

@@ -29,6 +29,8 @@ def meter_claim_event(kind: str, claim: dict[str, Any]) -> None:
         observe_claim(kind, claim)
     except Exception:  # the database may be restarting: the next resync repairs the ledger
         log.exception("ledger: could not record %s of claim %s", kind, _name(claim))
+    finally:
+        _release_connection()
 
 
 def meter_claims_listed(claims: list[dict[str, Any]], listed_at: datetime) -> None:
@@ -39,6 +41,20 @@ def meter_claims_listed(claims: list[dict[str, Any]], listed_at: datetime) -> No
         resync_claims(claims, listed_at)
     except Exception:
         log.exception("ledger: resync from %d listed claims failed", len(claims))
+    finally:
+        _release_connection()
+
+
+def _release_connection() -> None:
+    """Give the calling thread's connection back to the pool.
+
+    The watcher calls these hooks from its stream threads, one per watched kind; Django keeps a
+    connection per thread until it is closed, so without this each stream thread would hold one
+    of the pool's few connections for good and the writer would starve ("couldn't get a
+    connection after 10 s")."""
+    from django.db import connection
+
+    connection.close()
 
 
 def resync_ledger(api: client.ApiClient) -> dict[str, int]:

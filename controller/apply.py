@@ -37,7 +37,7 @@ KINDS: dict[tuple[str, str], tuple[str, str, bool]] = {
     ("v1", "ResourceQuota"): ("/api/v1", "resourcequotas", True),
     ("v1", "LimitRange"): ("/api/v1", "limitranges", True),
     ("v1", "ServiceAccount"): ("/api/v1", "serviceaccounts", True),
-    # Role: none are rendered any more; listed so that those of older versions are pruned.
+    # Role: only tranche-portal-impersonate (it names the project's accounts); older ones pruned.
     ("rbac.authorization.k8s.io/v1", "Role"): ("/apis/rbac.authorization.k8s.io/v1", "roles", True),
     ("rbac.authorization.k8s.io/v1", "ClusterRole"): (
         "/apis/rbac.authorization.k8s.io/v1",

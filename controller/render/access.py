@@ -9,7 +9,12 @@ kind of access, one RoleBinding each, naming only the accounts with that access:
 - `tranche-access-suspended` → ClusterRole `tranche-tenant-suspended` (members of a suspended
   organization: delete their workloads, nothing else);
 - `tranche-portal-tokens` → ClusterRole `tranche-portal-tokens` for the portal's identity, so
-  the portal can mint tokens in project namespaces and nowhere else.
+  the portal can mint tokens in project namespaces and nowhere else, and read what pre-flight
+  checks there (the quota, the volume claims);
+- `tranche-portal-impersonate` → Role `tranche-portal-impersonate` (namespaced: it names the
+  project's own accounts, since RBAC has no name prefixes), so pre-flight's dry run acts as a
+  member's account and never as `default` or anyone else's identity. Absent when the project
+  has no accounts: a rule with no resourceNames would mean every name.
 
 A removed member's or revoked generation's account leaves the desired set: the prune deletes it
 and its binding subject, so its tokens lose their rights as soon as RBAC sees the binding change
@@ -55,7 +60,10 @@ SUSPENDED_RULES: list[dict[str, Any]] = [
     {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims"], "verbs": _GONE},
 ]  # fmt: skip
 PORTAL_TOKEN_RULES: list[dict[str, Any]] = [
-    {"apiGroups": [""], "resources": ["serviceaccounts/token"], "verbs": ["create"]}
+    {"apiGroups": [""], "resources": ["serviceaccounts/token"], "verbs": ["create"]},
+    # pre-flight (portal/preflight/gather.py): GET the project's quota, LIST its volume claims
+    {"apiGroups": [""], "resources": ["resourcequotas"], "verbs": ["get"]},
+    {"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": ["list"]},
 ]
 BINDINGS = (
     ("tranche-access-edit", TENANT_ROLE, ("edit",)),
@@ -63,6 +71,7 @@ BINDINGS = (
     ("tranche-access-suspended", TENANT_SUSPENDED_ROLE, ("suspended",)),
 )
 PORTAL_BINDING = "tranche-portal-tokens"
+PORTAL_IMPERSONATE = "tranche-portal-impersonate"
 
 
 def _cluster_role(name: str, rules: list[dict[str, Any]]) -> dict[str, Any]:
@@ -127,4 +136,32 @@ def render_access(spec: ProjectSpec) -> list[dict[str, Any]]:
     portal_ns, portal_sa = PORTAL_SERVICE_ACCOUNT
     portal = [{"kind": "ServiceAccount", "name": portal_sa, "namespace": portal_ns}]
     objects.append(_binding(spec, PORTAL_BINDING, PORTAL_TOKENS_ROLE, portal))
+    if accounts:
+        objects.append(_impersonate_role(spec, [a.name for a in accounts]))
+        binding = _binding(spec, PORTAL_IMPERSONATE, PORTAL_IMPERSONATE, portal)
+        binding["roleRef"]["kind"] = "Role"
+        objects.append(binding)
     return objects
+
+
+def _impersonate_role(spec: ProjectSpec, names: list[str]) -> dict[str, Any]:
+    """Impersonating exactly the project's member accounts (pre-flight's dry run as the tenant).
+    Impersonating a ServiceAccount's user name needs `impersonate` on that account; its groups
+    are implied by the API server, so no group rule is needed."""
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": {
+            "name": PORTAL_IMPERSONATE,
+            "namespace": spec.namespace,
+            "labels": _labels(spec),
+        },
+        "rules": [
+            {
+                "apiGroups": [""],
+                "resources": ["serviceaccounts"],
+                "resourceNames": sorted(names),
+                "verbs": ["impersonate"],
+            }
+        ],
+    }

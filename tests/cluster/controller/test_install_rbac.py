@@ -89,10 +89,10 @@ def impostor(kube_cluster):
         core.delete_namespaced_service_account(name, "tranche-system")
 
 
-def _refusal(call, *args) -> int | None:
+def _refusal(call, *args, **kwargs) -> int | None:
     """The status the API server refused `call` with, or None if it was accepted."""
     try:
-        call(*args)
+        call(*args, **kwargs)
     except ApiException as exc:
         return exc.status
     return None
@@ -241,3 +241,99 @@ def test_the_portal_mints_tokens_for_tenant_accounts_and_does_nothing_else(
     rbac = client.RbacAuthorizationV1Api(api)
     assert _refused(rbac.list_namespaced_role_binding, ns) == 403
     assert _refused(core.list_namespace) == 403
+
+
+def _as(api: client.ApiClient, user: str) -> client.ApiClient:
+    """The same token, impersonating `user` (as pre-flight's dry run does)."""
+    imp = client.ApiClient(api.configuration)
+    imp.set_default_header("Impersonate-User", user)
+    return imp
+
+
+def test_the_portal_reads_what_preflight_needs_and_dry_runs_only_as_members(
+    installed, tenant, kube_cluster
+) -> None:
+    """Pre-flight's reads (portal/preflight/gather.py) and its dry run as a member's account
+    succeed with the portal's own token; impersonating anyone else, or writing, is refused."""
+    from portal.preflight.gather import QUOTA_NAME
+    from portal.tenants.naming import account_name
+    from tests.cluster.deploy.chart import token_client
+
+    tenant.order(CLASS, 1)
+    reconcile_project(tenant.project.pk)
+    api = token_client(kube_cluster, "tranche-portal")  # a real token: it will impersonate
+    ns, owner = tenant.namespace, tenant.membership.user
+    account = account_name(owner.username, owner.pk, 1)
+    core, dra = client.CoreV1Api(api), client.CustomObjectsApi(api)
+    assert core.read_namespaced_resource_quota(QUOTA_NAME, ns).spec.hard
+    assert core.list_namespaced_persistent_volume_claim(ns).items == []
+    for plural in ("resourceslices", "resourceclaims"):
+        dra.list_cluster_custom_object("resource.k8s.io", "v1", plural)
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "dry"},
+           "spec": {"containers": [{"name": "c", "image": "busybox:1.36"}]}}  # fmt: skip
+    # as the member's own account: the dry run is judged with that account's rights (accepted)
+    member = client.CoreV1Api(_as(api, f"system:serviceaccount:{ns}:{account}"))
+    wait_for(
+        lambda: _refusal(member.create_namespaced_pod, ns, pod, dry_run="All") is None,
+        15,
+        "the portal's impersonation Role to let a dry run act as the member's account",
+    )
+    admin = client.CoreV1Api(kube_cluster.api_client)
+    assert _refused(admin.read_namespaced_pod, "dry", ns) == 404  # nothing was created
+
+    # refused: writing for real, secrets, other accounts, other namespaces, the cluster's rights
+    assert _refused(core.create_namespaced_pod, ns, pod) == 403
+    assert _refused(core.create_namespaced_pod, ns, pod, dry_run="All") == 403  # as itself
+    assert _refused(core.list_namespaced_secret, ns) == 403
+    assert _refused(core.read_namespaced_resource_quota, QUOTA_NAME, "kube-system") == 403
+    assert _refused(core.list_namespaced_persistent_volume_claim, "default") == 403
+    assert _refused(dra.create_cluster_custom_object, "resource.k8s.io", "v1",
+                    "resourceslices", {"metadata": {"name": "x"}}) == 403  # fmt: skip
+    for user in (f"system:serviceaccount:{ns}:default",
+                 "system:serviceaccount:kube-system:default",
+                 "system:serviceaccount:tranche-system:tranche-controller",
+                 "system:admin", "system:serviceaccount:{ns}:u-nobody-0-1"):  # fmt: skip
+        someone = client.CoreV1Api(_as(api, user.replace("{ns}", ns)))
+        assert _refused(someone.list_namespaced_pod, ns) == 403, user
+    group = _as(api, f"system:serviceaccount:{ns}:{account}")
+    group.set_default_header("Impersonate-Group", "system:masters")
+    assert _refused(client.CoreV1Api(group).list_namespaced_secret, ns) == 403
+
+
+def test_preflight_end_to_end_as_the_portals_own_token_gets_real_verdicts(
+    installed, tenant, kube_cluster, settings, tmp_path
+) -> None:
+    """The portal's ServiceAccount token (not admin) runs pre-flight: each cluster check answers."""
+    import yaml
+
+    from portal.preflight.service import run_preflight
+    from tests.cluster.controller.test_preflight import sample
+    from tests.cluster.deploy.chart import token_client
+
+    tenant.order(CLASS, 1)
+    reconcile_project(tenant.project.pk)
+    portal = token_client(kube_cluster, "tranche-portal").configuration
+    kubeconfig = tmp_path / "portal.kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "portal",
+        "clusters": [{"name": "c", "cluster": {"server": portal.host,
+                                                "certificate-authority": portal.ssl_ca_cert}}],
+        "users": [{"name": "portal", "user": {"token": portal.api_key["authorization"][7:]}}],
+        "contexts": [{"name": "portal", "context": {"cluster": "c", "user": "portal"}}],
+    }))  # fmt: skip
+    settings.CLUSTER_ACCESS_KUBECONFIG = str(kubeconfig)
+
+    def report():
+        return run_preflight(tenant.membership.user, tenant.project, sample(tenant),
+                             scan_images=False)  # fmt: skip
+
+    wait_for(lambda: not [v for v in report().verdicts if v.check == "cluster"], 15,
+             "pre-flight's cluster checks to answer as the portal's identity")  # fmt: skip
+    by_check = {(v.check, v.subject): v for v in report().verdicts}
+    checks = {check for check, _ in by_check}
+    assert {"admission", "gpu_quota", "capacity"} <= checks, by_check
+    [admitted] = [v for (c, s), v in by_check.items() if c == "admission" and s == "Deployment/llm"]
+    assert admitted.level == "ok", admitted
+    [quota] = [v for (c, _), v in by_check.items() if c == "gpu_quota"]
+    assert quota.level == "ok"
+    assert quota.figures["entitled"] == 1

@@ -99,7 +99,11 @@ def test_buy_two_8g_provisions_exact_objects(tenant, kube_cluster) -> None:
     binding = rbac.read_namespaced_role_binding("tranche-tenant", ns)
     assert (binding.role_ref.kind, binding.role_ref.name) == ("ClusterRole", "tranche-tenant")
     assert binding.subjects[0].name == f"tranche.dev:tenant:{ns}"
-    assert rbac.list_namespaced_role(ns).items == []  # one ClusterRole, no Role per namespace
+    # tenants' rights: one ClusterRole, no Role per namespace; the one Role is the portal's
+    # impersonation of the members' accounts (it names them: RBAC has no name prefixes)
+    [role] = rbac.list_namespaced_role(ns).items
+    assert role.metadata.name == "tranche-portal-impersonate"
+    assert [(r.resources, r.verbs) for r in role.rules] == [(["serviceaccounts"], ["impersonate"])]
 
     custom = client.CustomObjectsApi(api)
     template = custom.get_namespaced_custom_object(

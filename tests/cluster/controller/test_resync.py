@@ -124,5 +124,7 @@ def test_a_namespace_from_the_per_namespace_role_version_is_migrated(tenant, kub
     assert "deleted Role/tranche-tenant" in result.changes
     binding = rbac.read_namespaced_role_binding("tranche-tenant", ns)
     assert (binding.role_ref.kind, binding.role_ref.name) == ("ClusterRole", "tranche-tenant")
-    assert rbac.list_namespaced_role(ns).items == []
+    # the old tenant Role is gone; only the portal's impersonation Role (current version) stays
+    roles = [r.metadata.name for r in rbac.list_namespaced_role(ns).items]
+    assert roles == ["tranche-portal-impersonate"]
     assert reconcile_project(tenant.project.pk, Applier(api)).writes == 0

@@ -122,6 +122,12 @@ def test_helm_install_brings_every_component_up(kube_cluster, chart_release) -> 
     accounts = {n: d.spec.template.spec.service_account_name for n, d in deployments.items()}
     assert accounts[f"{RELEASE}-worker"] == "tranche-controller"
     assert accounts[f"{RELEASE}-watcher"] == "tranche-watcher"
+    # the portal calls the API as itself (token minting, pre-flight), not as `default`
+    assert accounts[f"{RELEASE}-portal"] == "tranche-portal"
+    assert deployments[f"{RELEASE}-portal"].spec.template.spec.automount_service_account_token in (
+        None,
+        True,
+    )
     portal = deployments[f"{RELEASE}-portal"].spec.template.spec.containers[0]
     assert portal.liveness_probe.http_get.path == "/healthz"
     assert portal.readiness_probe.http_get.path == "/readyz?scope=portal"

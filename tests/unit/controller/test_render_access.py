@@ -56,3 +56,24 @@ def test_account_names_name_the_person_and_change_with_the_generation() -> None:
     long = account_name("x" * 150, 10**12, 10**6)
     assert len(long) <= 253
     assert long.startswith("u-" + "x" * 30 + "-")
+
+
+def test_the_portal_may_impersonate_exactly_the_projects_member_accounts() -> None:
+    """RBAC has no name prefixes, so the Role lists the accounts; none → no Role at all, since a
+    rule without resourceNames would let the portal impersonate every account (even `default`)."""
+    objs = render_access(dataclasses.replace(_spec(), accounts=ACCOUNTS))
+    roles = [o for o in objs if o["kind"] == "Role"]
+    assert [r["metadata"]["name"] for r in roles] == ["tranche-portal-impersonate"]
+    assert roles[0]["rules"] == [
+        {
+            "apiGroups": [""],
+            "resources": ["serviceaccounts"],
+            "resourceNames": ["u-alice-1-1", "u-bob-2-3", "u-carol-3-1"],
+            "verbs": ["impersonate"],
+        }
+    ]
+    binding = next(o for o in objs if o["metadata"]["name"] == "tranche-portal-impersonate"
+                   and o["kind"] == "RoleBinding")  # fmt: skip
+    assert binding["roleRef"]["kind"] == "Role"
+    assert [s["name"] for s in binding["subjects"]] == ["tranche-portal"]
+    assert not any(o["kind"] == "Role" for o in render_access(_spec()))

@@ -25,9 +25,11 @@ def _create(fn, body) -> bool:
     return True
 
 
-def _recycle_released(core: client.CoreV1Api) -> None:
+def _recycle_released(core: client.CoreV1Api) -> set[str]:
     """Delete volumes whose claim is gone (Released/Failed) so they are created afresh below;
-    without this a long-lived dev cluster runs out of volumes after a few test runs."""
+    without this a long-lived dev cluster runs out of volumes after a few test runs. Returns the
+    names deleted."""
+    recycled: set[str] = set()
     selector = ",".join(f"{k}={v}" for k, v in LABEL.items())
     for volume in core.list_persistent_volume(label_selector=selector).items:
         if volume.status and volume.status.phase in ("Released", "Failed"):
@@ -36,11 +38,14 @@ def _recycle_released(core: client.CoreV1Api) -> None:
             except ApiException as exc:
                 if exc.status != 404:
                     raise
+            recycled.add(volume.metadata.name)
+    return recycled
 
 
 def ensure_demo_volumes(api: client.ApiClient, count: int = 16, size: str = "100Gi") -> int:
     """Make sure the default StorageClass and `count` static volumes exist; returns how many
-    objects were created."""
+    objects were missing (a released volume recreated in place is a replacement, not counted:
+    claims of other sessions on a shared dev cluster are released at any time)."""
     storage = client.StorageV1Api(api)
     core = client.CoreV1Api(api)
     created = int(
@@ -60,14 +65,15 @@ def ensure_demo_volumes(api: client.ApiClient, count: int = 16, size: str = "100
             },
         )
     )
-    _recycle_released(core)
+    recycled = _recycle_released(core)
     for i in range(count):
-        created += _create(
+        name = f"tranche-demo-pv-{i:02d}"
+        made = _create(
             core.create_persistent_volume,
             {
                 "apiVersion": "v1",
                 "kind": "PersistentVolume",
-                "metadata": {"name": f"tranche-demo-pv-{i:02d}", "labels": LABEL},
+                "metadata": {"name": name, "labels": LABEL},
                 "spec": {
                     "storageClassName": STORAGE_CLASS,
                     "capacity": {"storage": size},
@@ -78,4 +84,5 @@ def ensure_demo_volumes(api: client.ApiClient, count: int = 16, size: str = "100
                 },
             },
         )
+        created += made and name not in recycled
     return created

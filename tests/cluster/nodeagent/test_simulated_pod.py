@@ -22,6 +22,7 @@ import pytest
 from django.db import connection
 from kubernetes import client
 
+from controller.watch import Watcher
 from deploy.devcluster.nodes import create_fake_gpu_nodes, delete_fake_nodes
 from nodeagent import cdi
 from portal.agents import selectors, services
@@ -69,6 +70,9 @@ def test_pod_over_its_slice_is_refused_and_the_portal_shows_it(
     node = create_fake_gpu_nodes(api, 1, prefix=f"tr-sim-{secrets.token_hex(2)}")[0]
     token_file = tmp_path / "token"
     token_file.write_text(services.issue_node_token(node))
+    # the watcher tells the portal which node each pod is bound to; the portal accepts a pod's
+    # report only from that node (issue #14), so the path runs with it as in production
+    watcher = Watcher(api, flush_interval=0.3)
     try:
         with serve_portal(connection.settings_dict["NAME"]) as portal:
             agent = start_agent(node, "--portal", portal.url, "--token-file", str(token_file))
@@ -81,6 +85,7 @@ def test_pod_over_its_slice_is_refused_and_the_portal_shows_it(
             wait_for(lambda: agent_slices(api, [node]), 60, lambda: "the slice\n" + context())
             product = products(8192, 25)
             create_template(api, namespace, product)
+            watcher.start()
             create_pod(
                 api, namespace, "llm", product, nodes=[node],
                 annotations={"tranche.dev/workload-memory-gib": "10",
@@ -142,6 +147,7 @@ def test_pod_over_its_slice_is_refused_and_the_portal_shows_it(
                 lambda: "the portal to drop the pod's status\n" + context(),
             )
     finally:
+        watcher.close()
         delete_fake_nodes(api, [node])
     print(  # noqa: T201
         f"rejection -> portal state {latency:.2f}s; test body {time.monotonic() - began:.1f}s"

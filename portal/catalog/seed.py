@@ -18,16 +18,24 @@ V100_PRODUCTS = [
 ]
 
 
-def _ensure_line(model: dict, label: str, products: list[tuple]) -> list[Product]:
+def _ensure_line(model: tuple, label: str, products: list[tuple]) -> list[Product]:
     """Create one GPU model and its slice products if missing (idempotent; never overwrites
-    prices). `model` holds the GpuModel fields; `label` opens each product's name."""
+    prices). `model`: (name, short name, memory MiB, compute capability, architecture);
+    `label` opens each product's name."""
+    name, short_name, memory_mib, compute_capability, architecture = model
     gpu, _ = GpuModel.objects.get_or_create(
-        name=model["name"], defaults={k: v for k, v in model.items() if k != "name"}
+        name=name,
+        defaults={
+            "short_name": short_name,
+            "memory_mib": memory_mib,
+            "compute_capability": compute_capability,
+            "architecture": architecture,
+        },
     )
     created = []
     for gib, percent, monthly, hourly in products:
         product, _ = Product.objects.get_or_create(
-            device_class=device_class_name(model["short_name"], gib),
+            device_class=device_class_name(short_name, gib),
             defaults={
                 "gpu_model": gpu,
                 "name": f"{label} {gib} GiB slice ({percent} %)",
@@ -43,13 +51,7 @@ def _ensure_line(model: dict, label: str, products: list[tuple]) -> list[Product
     return created
 
 
-V100_MODEL = {
-    "name": "Tesla V100-PCIE-32GB",
-    "short_name": "v100",
-    "memory_mib": 32768,
-    "compute_capability": "7.0",
-    "architecture": "Volta",
-}
+V100_MODEL = ("Tesla V100-PCIE-32GB", "v100", 32768, "7.0", "Volta")
 
 
 @transaction.atomic
@@ -59,13 +61,7 @@ def ensure_catalogue() -> list[Product]:
 
 
 A100_PRODUCTS = [(10, 25, Decimal("140.00"), Decimal("0.1950"))]
-A100_MODEL = {
-    "name": "NVIDIA A100-SXM4-40GB",
-    "short_name": "a100",
-    "memory_mib": 40960,
-    "compute_capability": "8.0",
-    "architecture": "Ampere",
-}
+A100_MODEL = ("NVIDIA A100-SXM4-40GB", "a100", 40960, "8.0", "Ampere")
 
 
 @transaction.atomic

@@ -50,7 +50,9 @@ def make_tenant(username: str, org_name: str, project_name: str = "inference"):
 
 def make_staff(username: str, group: str | None = None):
     """A staff user, in `group` (Billing, Support: made with their permissions by migrations)."""
-    user = get_user_model().objects.create_user(username=username, password=PASSWORD, is_staff=True)
+    user = get_user_model().objects.create_user(
+        username=username, email=f"{username}@example.test", password=PASSWORD, is_staff=True
+    )
     if group:
         user.groups.add(Group.objects.get_or_create(name=group)[0])
     return user

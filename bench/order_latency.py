@@ -35,22 +35,9 @@ def percentile(values: list[float], pct: float) -> float:
 
 
 def start_workers(count: int) -> subprocess.Popen:
-    cmd = [
-        sys.executable,
-        "-m",
-        "celery",
-        "-A",
-        "portal",
-        "worker",
-        "-Q",
-        QUEUE,
-        "-c",
-        str(count),
-        "--without-mingle",
-        "--without-gossip",
-        "-l",
-        "warning",
-    ]
+    from deploy.local.celery_worker import worker_argv
+
+    cmd = worker_argv(QUEUE, concurrency=count, loglevel="warning")
     return subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from deploy import supervisor
 from deploy.local import agents, services
+from deploy.local.celery_worker import worker_argv
 
 REPO = services.REPO
 VENV_BIN = Path(sys.executable).parent
@@ -74,25 +75,12 @@ def processes() -> dict[str, list[str]]:
             str(_port()),
             "portal.asgi:application",
         ],
-        "worker": [
-            str(VENV_BIN / "celery"),
-            "-A",
-            "portal",
-            "worker",
-            "-l",
-            "info",
-            "-Q",
+        "worker": worker_argv(
             os.environ.get("TRANCHE_CELERY_QUEUE", "tranche"),
-            "--concurrency",
-            str(WORKER_CONCURRENCY),
-            "-n",
-            "worker@%h",
-            # Gossip and mingle (worker-to-worker sync) are unused here, and their channels'
-            # close path is where kombu meets a connection whose client is already None when
-            # Redis drops: "Error on restarting Gossip: AttributeError" (kombu#582/#970 family).
-            "--without-gossip",
-            "--without-mingle",
-        ],
+            name="worker@%h",
+            concurrency=WORKER_CONCURRENCY,
+            celery=[str(VENV_BIN / "celery")],
+        ),
         "beat": [
             str(VENV_BIN / "celery"),
             "-A",

@@ -13,6 +13,7 @@ and its audit commit or roll back together. State changes are compare-and-swap u
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from decimal import Decimal
 
 from django.conf import settings
@@ -169,26 +170,20 @@ def _create_invoice(
 def _issue(invoice: Invoice, actor) -> None:
     year = timezone.now().year
     number = take_number(invoice.series, year)
-    now = timezone.now()
-    swapped = Invoice.objects.filter(pk=invoice.pk, state=Invoice.State.DRAFT).update(
-        state=Invoice.State.ISSUED, number=number, number_year=year, issued_at=now
-    )
-    if not swapped:
-        raise ConflictError("This invoice is no longer a draft; reload the page to see its state.")
-    invoice.state, invoice.number, invoice.number_year, invoice.issued_at = (
+    _transition(
+        invoice,
+        actor,
+        (Invoice.State.DRAFT,),
         Invoice.State.ISSUED,
-        number,
-        year,
-        now,
-    )
-    record_audit(
-        actor=actor,
-        system=SYSTEM,
         action="invoice.issue",
-        obj=invoice,
-        organization_id=invoice.organization_id,
-        before={"state": "draft"},
-        after={"state": "issued", "number": invoice.display_number, "total": str(invoice.total)},
+        conflict="This invoice is no longer a draft; reload the page to see its state.",
+        audit_after=lambda issued: {
+            "number": issued.display_number,
+            "total": str(issued.total),
+        },
+        number=number,
+        number_year=year,
+        issued_at=timezone.now(),
     )
 
 
@@ -199,25 +194,41 @@ def issue_invoice(invoice: Invoice, actor) -> Invoice:
     return invoice
 
 
-def _transition(invoice: Invoice, actor, old: tuple[str, ...], new: str, **fields) -> Invoice:
+def _transition(
+    invoice: Invoice,
+    actor,
+    old: tuple[str, ...],
+    new: str,
+    *,
+    action: str = "",
+    conflict: str = "",
+    audit_after: Callable[[Invoice], dict] | None = None,
+    **fields,
+) -> Invoice:
+    """Move `invoice` from one of the `old` states to `new` (setting `fields`) if the database
+    still has it there, and audit it as `action` (default `invoice.<new>`); ConflictError
+    (`conflict`, or a general message) if not. The audit's `after` holds the new state and
+    `audit_after(invoice)`, else the fields."""
     swapped = Invoice.objects.filter(pk=invoice.pk, state__in=old).update(state=new, **fields)
     if not swapped:
         raise ConflictError(
-            f"Invoice {invoice} is {invoice.state}, so it cannot become {new}. "
+            conflict
+            or f"Invoice {invoice} is {invoice.state}, so it cannot become {new}. "
             "Reload the page to see its current state."
         )
     before = invoice.state
     invoice.state = new
     for key, value in fields.items():
         setattr(invoice, key, value)
+    after = audit_after(invoice) if audit_after else {k: str(v) for k, v in fields.items()}
     record_audit(
         actor=actor,
         system=SYSTEM,
-        action=f"invoice.{new}",
+        action=action or f"invoice.{new}",
         obj=invoice,
         organization_id=invoice.organization_id,
         before={"state": before},
-        after={"state": new, **{k: str(v) for k, v in fields.items()}},
+        after={"state": new, **after},
     )
     return invoice
 

@@ -18,25 +18,27 @@ V100_PRODUCTS = [
 ]
 
 
-@transaction.atomic
-def ensure_catalogue() -> list[Product]:
-    """Create the V100 model and products if missing (idempotent; never overwrites prices)."""
+def _ensure_line(model: tuple, label: str, products: list[tuple]) -> list[Product]:
+    """Create one GPU model and its slice products if missing (idempotent; never overwrites
+    prices). `model`: (name, short name, memory MiB, compute capability, architecture);
+    `label` opens each product's name."""
+    name, short_name, memory_mib, compute_capability, architecture = model
     gpu, _ = GpuModel.objects.get_or_create(
-        name="Tesla V100-PCIE-32GB",
+        name=name,
         defaults={
-            "short_name": "v100",
-            "memory_mib": 32768,
-            "compute_capability": "7.0",
-            "architecture": "Volta",
+            "short_name": short_name,
+            "memory_mib": memory_mib,
+            "compute_capability": compute_capability,
+            "architecture": architecture,
         },
     )
-    products = []
-    for gib, percent, monthly, hourly in V100_PRODUCTS:
+    created = []
+    for gib, percent, monthly, hourly in products:
         product, _ = Product.objects.get_or_create(
-            device_class=device_class_name("v100", gib),
+            device_class=device_class_name(short_name, gib),
             defaults={
                 "gpu_model": gpu,
-                "name": f"V100 {gib} GiB slice ({percent} %)",
+                "name": f"{label} {gib} GiB slice ({percent} %)",
                 "fraction_percent": percent,
                 "memory_mib": gib * 1024,
                 "compute_percent": percent,
@@ -45,42 +47,27 @@ def ensure_catalogue() -> list[Product]:
                 "currency": "EUR",
             },
         )
-        products.append(product)
-    return products
+        created.append(product)
+    return created
+
+
+V100_MODEL = ("Tesla V100-PCIE-32GB", "v100", 32768, "7.0", "Volta")
+
+
+@transaction.atomic
+def ensure_catalogue() -> list[Product]:
+    """Create the V100 model and products if missing (idempotent; never overwrites prices)."""
+    return _ensure_line(V100_MODEL, "V100", V100_PRODUCTS)
 
 
 A100_PRODUCTS = [(10, 25, Decimal("140.00"), Decimal("0.1950"))]
+A100_MODEL = ("NVIDIA A100-SXM4-40GB", "a100", 40960, "8.0", "Ampere")
 
 
 @transaction.atomic
 def ensure_a100_line() -> list[Product]:
     """An A100 (compute capability 8.0) line: images that dropped Volta still run there."""
-    gpu, _ = GpuModel.objects.get_or_create(
-        name="NVIDIA A100-SXM4-40GB",
-        defaults={
-            "short_name": "a100",
-            "memory_mib": 40960,
-            "compute_capability": "8.0",
-            "architecture": "Ampere",
-        },
-    )
-    products = []
-    for gib, percent, monthly, hourly in A100_PRODUCTS:
-        product, _ = Product.objects.get_or_create(
-            device_class=f"tranche-a100-{gib}g",
-            defaults={
-                "gpu_model": gpu,
-                "name": f"A100 {gib} GiB slice ({percent} %)",
-                "fraction_percent": percent,
-                "memory_mib": gib * 1024,
-                "compute_percent": percent,
-                "monthly_price": monthly,
-                "hourly_price": hourly,
-                "currency": "EUR",
-            },
-        )
-        products.append(product)
-    return products
+    return _ensure_line(A100_MODEL, "A100", A100_PRODUCTS)
 
 
 @seeder

@@ -17,25 +17,28 @@ RECONCILE_TASK = "controller.reconcile_project"
 _last_send = threading.local()  # on_commit callbacks run in the committing thread
 
 
-def send_reconcile(project_id: int) -> None:
-    """Send `controller.reconcile_project(project_id)` now (call after commit)."""
+def _send(task: str, args: list, if_lost: str = "") -> bool:
+    """Send `task(*args)` to the controller's queue now; False (logged, with `if_lost` saying what
+    repairs the loss) when the broker refused it."""
     from portal.celery import app
 
-    _last_send.failed = True
     try:
         app.send_task(
-            RECONCILE_TASK,
-            args=[project_id],
+            task,
+            args=args,
             queue=settings.CELERY_TASK_DEFAULT_QUEUE,
             retry=True,
             retry_policy={"max_retries": 1, "interval_start": 0, "interval_step": 0.5},
         )
     except Exception:
-        log.warning(
-            "could not enqueue %s(%s); the resync will catch up", RECONCILE_TASK, project_id
-        )
-    else:
-        _last_send.failed = False
+        log.warning("could not enqueue %s(%s)%s", task, ", ".join(map(str, args)), if_lost)
+        return False
+    return True
+
+
+def send_reconcile(project_id: int) -> None:
+    """Send `controller.reconcile_project(project_id)` now (call after commit)."""
+    _last_send.failed = not _send(RECONCILE_TASK, [project_id], "; the resync will catch up")
 
 
 def last_send_failed() -> bool:
@@ -54,18 +57,7 @@ RETIRE_TASK = "controller.retire_namespace"
 
 def send_retire_namespace(namespace: str) -> None:
     """Send `controller.retire_namespace(namespace)` now (call after commit)."""
-    from portal.celery import app
-
-    try:
-        app.send_task(
-            RETIRE_TASK,
-            args=[namespace],
-            queue=settings.CELERY_TASK_DEFAULT_QUEUE,
-            retry=True,
-            retry_policy={"max_retries": 1, "interval_start": 0, "interval_step": 0.5},
-        )
-    except Exception:
-        log.warning("could not enqueue %s(%s)", RETIRE_TASK, namespace)
+    _send(RETIRE_TASK, [namespace])
 
 
 def enqueue_retire_namespace(namespace: str) -> None:

@@ -79,12 +79,25 @@ def create_project(*, membership: Membership, name: str) -> Project:
     return _new_project(organization, name)
 
 
+def _require_owner(membership: Membership, action: str) -> None:
+    if membership.role != Membership.Role.OWNER:
+        raise NotAllowedError(f"Only owners can {action}. Ask an owner of the organization.")
+
+
+def _locked_in_organization(model, pk: int, membership: Membership):
+    """Row `pk` of `model` if it belongs to the caller's organization, locked; else None."""
+    return (
+        model.objects.select_for_update()
+        .filter(pk=pk, organization_id=membership.organization_id)
+        .first()
+    )
+
+
 @transaction.atomic
 def invite_member(*, membership: Membership, email: str, role: str) -> tuple[Invitation, str]:
     """Create an invitation for `email` with `role`; owners only. Returns the row and the
     plaintext token, which exists only in this return value (the row keeps its hash)."""
-    if membership.role != Membership.Role.OWNER:
-        raise NotAllowedError("Only owners can invite people. Ask an owner of the organization.")
+    _require_owner(membership, "invite people")
     if role not in Membership.Role.values:
         raise ServiceError(f"Unknown role {role!r}. Choose owner, member or viewer.")
     token = new_token()
@@ -135,13 +148,8 @@ def remove_member(*, membership: Membership, member_id: int) -> None:
 
     Their cluster accounts leave the projects' desired state: the reconciles sent on commit
     delete them, so their downloaded kubeconfigs stop working within seconds."""
-    if membership.role != Membership.Role.OWNER:
-        raise NotAllowedError("Only owners can remove members. Ask an owner of the organization.")
-    target = (
-        Membership.objects.select_for_update()
-        .filter(pk=member_id, organization_id=membership.organization_id)
-        .first()
-    )
+    _require_owner(membership, "remove members")
+    target = _locked_in_organization(Membership, member_id, membership)
     if target is None:
         raise ServiceError("That person is not a member of this organization (any more).")
     owners = Membership.objects.filter(
@@ -168,13 +176,8 @@ def delete_project(*, membership: Membership, project_id: int) -> None:
 
     On commit the controller is asked to remove its namespace; cluster access to it ends first
     (its RoleBindings and accounts are deleted before the namespace)."""
-    if membership.role != Membership.Role.OWNER:
-        raise NotAllowedError("Only owners can delete projects. Ask an owner of the organization.")
-    project = (
-        Project.objects.select_for_update()
-        .filter(pk=project_id, organization_id=membership.organization_id)
-        .first()
-    )
+    _require_owner(membership, "delete projects")
+    project = _locked_in_organization(Project, project_id, membership)
     if project is None:
         raise ServiceError("That project does not exist (any more).")
     if project.orders.exists():

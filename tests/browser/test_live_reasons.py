@@ -6,14 +6,12 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 
-from django.conf import settings
 from django.db import connection, connections
-from django.test import Client
 from playwright.sync_api import expect
 
 from portal.status.services import record_cluster_view
 from tests.helpers.factories import make_world
-from tests.helpers.portal import serve_portal
+from tests.helpers.portal import serve_portal, signed_in_context
 from tranche.pod_reasons import ContainerFacts, PodFacts
 
 CLS = "tranche-v100-8g"
@@ -26,9 +24,6 @@ OOM = ContainerFacts(
 def test_pending_running_oomkilled_without_reload(browser, transactional_db):
     world = make_world()
     project, ns = world.project_a, world.project_a.namespace
-    client = Client()
-    client.force_login(world.viewer)
-    session = client.cookies[settings.SESSION_COOKIE_NAME].value
 
     def cluster_says(pod: PodFacts) -> None:
         # The watcher calls from its own thread (playwright's loop runs in this one).
@@ -44,12 +39,9 @@ def test_pending_running_oomkilled_without_reload(browser, transactional_db):
             pool.submit(call).result(timeout=30)
 
     with serve_portal(connection.settings_dict["NAME"]) as portal:
-        base = portal.url.replace("ws://", "http://").removesuffix("/ws/agent/")
-        context = browser.new_context(base_url=base)
+        base = portal.http_base
+        context = signed_in_context(browser, world.viewer, base)
         try:
-            context.add_cookies(
-                [{"name": settings.SESSION_COOKIE_NAME, "value": session, "url": base}]
-            )
             page = context.new_page()
             page.goto(f"/projects/{project.pk}/status/")
             expect(page.locator("#live-status")).to_have_attribute("data-state", "live")

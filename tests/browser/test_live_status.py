@@ -8,16 +8,14 @@ from __future__ import annotations
 import json
 import time
 
-from django.conf import settings
 from django.db import connection
-from django.test import Client
 from playwright.sync_api import expect
 from websockets.sync.client import connect
 
 from portal.agents import services
 from portal.agents.bindings import write_pod_states
 from tests.helpers.factories import make_world
-from tests.helpers.portal import serve_portal
+from tests.helpers.portal import serve_portal, signed_in_context
 
 MIB = 1024 * 1024
 NODE = "kwok-gpu-0"
@@ -38,17 +36,11 @@ def test_row_appears_live_when_the_agent_reports(browser, transactional_db):
     write_pod_states(
         world.project_a.pk, {"train-0": {"phase": "Running", "reason": "", "node": NODE}}
     )
-    client = Client()
-    client.force_login(world.viewer)
-    session = client.cookies[settings.SESSION_COOKIE_NAME].value
     contexts = []
     with serve_portal(connection.settings_dict["NAME"]) as portal:
-        base = portal.url.replace("ws://", "http://").removesuffix("/ws/agent/")
-        context = browser.new_context(base_url=base)
+        base = portal.http_base
+        context = signed_in_context(browser, world.viewer, base)
         try:
-            context.add_cookies(
-                [{"name": settings.SESSION_COOKIE_NAME, "value": session, "url": base}]
-            )
             page = context.new_page()
             page.goto(f"/projects/{world.project_a.pk}/status/")
             expect(page.locator("#pods-empty")).to_be_visible()

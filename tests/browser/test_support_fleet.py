@@ -6,18 +6,16 @@ from __future__ import annotations
 import json
 import time
 
-from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.db import connection
-from django.test import Client
 from playwright.sync_api import expect
 from websockets.sync.client import connect
 
 from portal.agents import services
 from portal.agents.bindings import write_pod_states
 from tests.helpers.factories import make_world
-from tests.helpers.portal import serve_portal
+from tests.helpers.portal import serve_portal, signed_in_context
 
 GIB = 1024**3
 NODE = "kwok-gpu-0"
@@ -41,16 +39,10 @@ def test_slice_appears_on_the_right_gpu_within_3_s(browser, transactional_db):
     token = services.issue_node_token(NODE)
     staff = get_user_model().objects.create_user("sam", password="x", is_staff=True)
     staff.groups.add(Group.objects.get_or_create(name="Support")[0])
-    client = Client()
-    client.force_login(staff)
-    session = client.cookies[settings.SESSION_COOKIE_NAME].value
     with serve_portal(connection.settings_dict["NAME"]) as portal:
-        base = portal.url.replace("ws://", "http://").removesuffix("/ws/agent/")
-        context = browser.new_context(base_url=base)
+        base = portal.http_base
+        context = signed_in_context(browser, staff, base)
         try:
-            context.add_cookies(
-                [{"name": settings.SESSION_COOKIE_NAME, "value": session, "url": base}]
-            )
             headers = {"Authorization": f"Bearer {token}", "X-Tranche-Node": NODE, "Origin": base}
             with connect(portal.url, additional_headers=headers, open_timeout=10) as agent:
                 agent.send(_frame(1, []))  # the node and its GPUs, no slices yet

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
 
 from portal.catalog.models import Product
 from portal.catalog.seed import ensure_catalogue
@@ -45,6 +46,16 @@ def make_tenant(username: str, org_name: str, project_name: str = "inference"):
         organization_name=org_name,
         project_name=project_name,
     )
+
+
+def make_staff(username: str, group: str | None = None):
+    """A staff user, in `group` (Billing, Support: made with their permissions by migrations)."""
+    user = get_user_model().objects.create_user(
+        username=username, email=f"{username}@example.test", password=PASSWORD, is_staff=True
+    )
+    if group:
+        user.groups.add(Group.objects.get_or_create(name=group)[0])
+    return user
 
 
 def add_member(org: Organization, username: str, role: str):

@@ -33,6 +33,29 @@ class Portal:
         text = self.log.read_text(errors="replace") if self.log.exists() else ""
         return "\n".join(text.splitlines()[-lines:])
 
+    @property
+    def http_base(self) -> str:
+        """The portal's http:// root (`url` names the agents' websocket)."""
+        return self.url.replace("ws://", "http://").removesuffix("/ws/agent/")
+
+
+def signed_in_context(browser, user, base: str):
+    """A new playwright browser context of `base`, signed in as `user` (a session made by
+    Django's test client); the caller closes it."""
+    from django.conf import settings
+    from django.test import Client
+
+    client = Client()
+    client.force_login(user)
+    session = client.cookies[settings.SESSION_COOKIE_NAME].value
+    context = browser.new_context(base_url=base)
+    try:
+        context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "value": session, "url": base}])
+    except BaseException:
+        context.close()
+        raise
+    return context
+
 
 @contextmanager
 def serve_portal(db_name: str, timeout: float = 30) -> Iterator[Portal]:

@@ -14,8 +14,7 @@
 #include <string.h>
 
 #include "simcuda.h"
-
-static unsigned int clamp32(size_t v) { return v > UINT_MAX ? UINT_MAX : (unsigned int)v; }
+#include "legacy32.h"
 
 SIM_API CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize) {
     CUdeviceptr p;
@@ -31,7 +30,7 @@ SIM_API CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch, uns
     CUresult r = cuMemAllocPitch_v2(&p, &pitch, w, h, elem);
     if (r == CUDA_SUCCESS) {
         if (dptr) *dptr = (CUdeviceptr_v1)p;
-        if (pPitch) *pPitch = clamp32(pitch);
+        if (pPitch) *pPitch = tr_clamp32(pitch);
     }
     return r;
 }
@@ -40,20 +39,11 @@ SIM_API CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch, uns
 SIM_API CUresult cuMemFree(CUdeviceptr_v1 dptr) { return cuMemFree_v2((CUdeviceptr)dptr); }
 
 SIM_API CUresult cuMemGetInfo(unsigned int *free, unsigned int *total) {
-    size_t f = 0, t = 0;
-    CUresult r = cuMemGetInfo_v2(&f, &t);
-    if (r == CUDA_SUCCESS) {
-        if (free) *free = clamp32(f);
-        if (total) *total = clamp32(t);
-    }
-    return r;
+    return tr_legacy_mem_get_info(free, total);
 }
 
 SIM_API CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev) {
-    size_t b = 0;
-    CUresult r = cuDeviceTotalMem_v2(&b, dev);
-    if (r == CUDA_SUCCESS && bytes) *bytes = clamp32(b);
-    return r;
+    return tr_legacy_device_total_mem(bytes, dev);
 }
 
 SIM_API CUresult cuArrayCreate(CUarray *h, const CUDA_ARRAY_DESCRIPTOR_v1 *d) {

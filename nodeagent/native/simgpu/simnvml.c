@@ -94,6 +94,13 @@ SIM_API nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *h
     return NVML_ERROR_NOT_FOUND;
 }
 
+/* A string answer, refused like the real library when the caller's buffer cannot hold it. */
+static nvmlReturn_t copy_out(char *dst, unsigned int len, const char *src) {
+    if (strlen(src) >= len) return NVML_ERROR_INSUFFICIENT_SIZE;
+    snprintf(dst, len, "%s", src);
+    return NVML_SUCCESS;
+}
+
 SIM_API nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t h, unsigned int *i) {
     NEED_INIT();
     DEV_OF(h);
@@ -104,17 +111,13 @@ SIM_API nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t h, unsigned int *i) {
 SIM_API nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t h, char *name, unsigned int len) {
     NEED_INIT();
     DEV_OF(h);
-    if (strlen(sim_cfg[idx].name) >= len) return NVML_ERROR_INSUFFICIENT_SIZE;
-    snprintf(name, len, "%s", sim_cfg[idx].name);
-    return NVML_SUCCESS;
+    return copy_out(name, len, sim_cfg[idx].name);
 }
 
 SIM_API nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t h, char *uuid, unsigned int len) {
     NEED_INIT();
     DEV_OF(h);
-    if (strlen(sim_cfg[idx].uuid) >= len) return NVML_ERROR_INSUFFICIENT_SIZE;
-    snprintf(uuid, len, "%s", sim_cfg[idx].uuid);
-    return NVML_SUCCESS;
+    return copy_out(uuid, len, sim_cfg[idx].uuid);
 }
 
 SIM_API nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t h, unsigned int *m) {

@@ -9,6 +9,7 @@
 
 #include "charge.h" /* first: it sets up cuda.h the way the core needs it */
 #include "array_bytes.h"
+#include "legacy32.h"
 
 TR_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
     MEM_ENTER(cuMemAlloc_v2, dptr, bytesize);
@@ -147,10 +148,6 @@ TR_EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev) {
  * free. The two info calls report the slice view, clamped to 32 bits: never more than the slice,
  * so they cannot invite an allocation the cap would refuse. */
 
-#include <limits.h>
-
-static unsigned int clamp32(size_t v) { return v > UINT_MAX ? UINT_MAX : (unsigned int)v; }
-
 TR_EXPORT CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize) {
     (void)dptr, (void)bytesize;
     return CUDA_ERROR_NOT_SUPPORTED;
@@ -179,19 +176,10 @@ TR_EXPORT CUresult cuArray3DCreate(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPT
 }
 
 TR_EXPORT CUresult cuMemGetInfo(unsigned int *free, unsigned int *total) {
-    size_t f = 0, t = 0;
-    CUresult r = cuMemGetInfo_v2(&f, &t);
-    if (r == CUDA_SUCCESS) {
-        if (free) *free = clamp32(f);
-        if (total) *total = clamp32(t);
-    }
-    return r;
+    return tr_legacy_mem_get_info(free, total);
 }
 
 TR_EXPORT CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev) {
-    size_t b = 0;
-    CUresult r = cuDeviceTotalMem_v2(&b, dev);
-    if (r == CUDA_SUCCESS && bytes) *bytes = clamp32(b);
-    return r;
+    return tr_legacy_device_total_mem(bytes, dev);
 }
 

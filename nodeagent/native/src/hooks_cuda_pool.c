@@ -142,6 +142,17 @@ static CUresult call_alloc_async(CUdeviceptr *d, size_t n, CUmemoryPool pool, CU
     return ((CUresult(*)(CUdeviceptr *, size_t, CUstream))tr_real[id])(d, n, s);
 }
 
+/* The driver's allocation (guarded: our own hooks stay out of it), then what the pool reserves
+ * afterwards, which says whether it grew. */
+static CUresult pool_alloc_then_reserved(CUdeviceptr *d, size_t n, CUmemoryPool pool, CUstream s,
+                                         int id, int from_pool, uint64_t *reserved) {
+    tr_guard++;
+    CUresult r = call_alloc_async(d, n, pool, s, id, from_pool);
+    tr_guard--;
+    *reserved = pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT);
+    return r;
+}
+
 static CUstream real_stream(CUstream s, int ptsz) {
     return ptsz && s == NULL ? CU_STREAM_PER_THREAD : s;
 }
@@ -215,10 +226,8 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t size, CUmemoryPool pool, C
             pthread_mutex_unlock(&pool_mu);
             return CUDA_ERROR_OUT_OF_MEMORY;
         }
-        tr_guard++;
-        CUresult r = call_alloc_async(dptr, size, pool, s, id, from_pool);
-        tr_guard--;
-        uint64_t after = pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT);
+        uint64_t after;
+        CUresult r = pool_alloc_then_reserved(dptr, size, pool, s, id, from_pool, &after);
         if (r == CUDA_SUCCESS && after <= charged) {
             tr_track_put(TR_K_ASYNC, *dptr, dev, pool_key(pool));
             pthread_mutex_unlock(&pool_mu);
@@ -228,10 +237,8 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t size, CUmemoryPool pool, C
         pthread_mutex_unlock(&pool_mu);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    tr_guard++;
-    CUresult r = call_alloc_async(dptr, size, pool, s, id, from_pool);
-    tr_guard--;
-    uint64_t after = pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT);
+    uint64_t after;
+    CUresult r = pool_alloc_then_reserved(dptr, size, pool, s, id, from_pool, &after);
     uint64_t held = charged + size; /* what is charged for this pool right now */
     if (r == CUDA_SUCCESS && after > held) {
         /* The pool grew by more than asked (chunk rounding): charge the rest too. */

@@ -30,6 +30,7 @@ from tests.cluster.controller.conftest import (  # noqa: F401  (fixtures used by
     tenant,
 )
 from tests.cluster.nodeagent.conftest import start_agent  # noqa: F401
+from tests.helpers.celery_worker import worker  # noqa: F401 - fixture by name (test_revocation)
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from controller.apply import Applier
+from tests.helpers.wait import wait_for
 
 T = TypeVar("T")
 
@@ -113,3 +114,22 @@ def impersonating(kube_cluster, user: str, groups: list[str]) -> client.ApiClien
     # the client sends one header value; groups beyond the first are rarely needed in tests
     api.default_headers["Impersonate-Group"] = groups[0]
     return api
+
+
+def wait_refused(create: Callable[[], object], what: str, expect: str, timeout: float = 20) -> str:
+    """Call `create` until the API server refuses it with `expect` in the body (admission
+    policies load asynchronously) and return the body; fails the test if it is admitted."""
+
+    def attempt() -> str | None:
+        try:
+            create()
+        except ApiException as exc:
+            if expect in (exc.body or ""):
+                return exc.body
+            if exc.status not in (403, 422):
+                raise
+            return None
+        pytest.fail(f"{what} was admitted; it should be refused with {expect!r}", pytrace=False)
+        return None
+
+    return wait_for(attempt, timeout, f"{what} to be refused with {expect!r}")

@@ -19,7 +19,7 @@ from kubernetes.client.rest import ApiException
 
 from controller.reconcile import reconcile_project
 from nodeagent.cdi import ClaimFiles, render_cdi_spec
-from tests.cluster.controller.conftest import impersonating
+from tests.cluster.controller.conftest import impersonating, wait_refused
 from tests.helpers.wait import wait_for
 
 CLASS = "tranche-v100-8g"
@@ -86,20 +86,7 @@ class Fenced:
 
     def refused(self, kind: str, pod_spec: dict[str, Any], expect: str, **kw: Any) -> str:
         """The refusal's body; waits while the policies (re)load, fails if admitted."""
-
-        def attempt() -> str | None:
-            try:
-                self.create(kind, pod_spec, **kw)
-            except ApiException as exc:
-                if expect in (exc.body or ""):
-                    return exc.body
-                if exc.status not in (403, 422):
-                    raise
-                return None
-            pytest.fail(f"{kind} {pod_spec} was admitted; expected {expect!r}", pytrace=False)
-            return None
-
-        return wait_for(attempt, 20, f"{kind} {pod_spec} to be refused with {expect!r}")
+        return wait_refused(lambda: self.create(kind, pod_spec, **kw), f"{kind} {pod_spec}", expect)
 
     def admitted(self, kind: str, pod_spec: dict[str, Any], **kw: Any) -> None:
         self.create(kind, pod_spec, **kw)

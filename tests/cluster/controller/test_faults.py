@@ -19,7 +19,6 @@ import secrets
 import signal
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,6 +32,7 @@ from controller.apply import Applier, TransientApiError
 from controller.reconcile import LOCK_SPACE, resync_all
 from deploy.devcluster import build, launcher
 from deploy.devcluster.config import Ports, Settings, load_settings
+from tests.helpers.celery_worker import start_worker, stop_worker
 from tests.helpers.wait import wait_for
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -73,36 +73,6 @@ def private_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settin
         yield settings
     finally:
         launcher.down(settings, purge=True, quiet=True)
-
-
-def _worker(queue: str, kubeconfig: Path, log: Path) -> subprocess.Popen:
-    env = {
-        **os.environ,
-        "TRANCHE_CELERY_QUEUE": queue,
-        "KUBECONFIG": str(kubeconfig),
-        "TRANCHE_DB_NAME": connection.settings_dict["NAME"],
-        "PYTHONPATH": str(ROOT),
-    }
-    cmd = [
-        *(sys.executable, "-m", "celery", "-A", "portal", "worker", "-Q", queue),
-        *("-n", f"{queue}-{secrets.token_hex(2)}@localhost", "-c", "2"),
-        *("--without-mingle", "--without-gossip", "-l", "info"),
-    ]
-    with log.open("ab") as out:
-        return subprocess.Popen(
-            cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
-        )
-
-
-def _stop_worker(proc: subprocess.Popen) -> None:
-    if proc.poll() is not None:
-        return
-    os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(20)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(10)
 
 
 def _lock_holder(project_id: int, waiting: bool) -> int | None:
@@ -172,7 +142,7 @@ def test_sigkilled_worker_and_stopped_apiserver(
         orders = [place(p) for p in projects[:10]]
         table = Order._meta.db_table  # the model's own table name; the id is a bound parameter
         hold.execute(f"SELECT id FROM {table} WHERE id = %s FOR UPDATE", [orders[0]])  # noqa: S608
-        workers.append(_worker(queue, cluster.kubeconfig, logs[0]))
+        workers.append(start_worker(queue, cluster.kubeconfig, logs[0], concurrency=2, debug=False))
         victim_backend = wait_for(
             lambda: _lock_holder(projects[0].pk, waiting=True),
             90,
@@ -193,7 +163,7 @@ def test_sigkilled_worker_and_stopped_apiserver(
         assert launcher.stop_component(cluster, "kube-apiserver"), "kube-apiserver was not running"
         down_at = time.monotonic()
         orders += [place(p) for p in projects[10:]]
-        workers.append(_worker(queue, cluster.kubeconfig, logs[1]))
+        workers.append(start_worker(queue, cluster.kubeconfig, logs[1], concurrency=2, debug=False))
         with pytest.raises(TransientApiError):
             resync_all(Applier(api))  # beat's resync meets the outage as a transient error
         late = orders[10:]
@@ -223,7 +193,7 @@ def test_sigkilled_worker_and_stopped_apiserver(
         timings["all_active_after_restart_s"] = time.monotonic() - up_at
     finally:
         for proc in workers:
-            _stop_worker(proc)
+            stop_worker(proc)
         hold.close()
         if launcher.running_pid(cluster, launcher.component(cluster, "kube-apiserver")) is None:
             launcher.start_component(cluster, "kube-apiserver")

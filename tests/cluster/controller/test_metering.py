@@ -8,12 +8,10 @@ from __future__ import annotations
 import sys
 import time
 
-from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from controller.reconcile import reconcile_project
 from controller.watch import Watcher
-from tests.cluster.controller.test_watch import CLASS, _pod, _slice
+from tests.cluster.controller.test_watch import _pod, ordered_with_a_sliced_node
 from tests.helpers.wait import wait_for
 
 TOLERANCE_S = 2.0
@@ -45,13 +43,9 @@ def test_ledger_matches_claim_lifetimes_across_a_watcher_restart(
 ):
     from portal.billing.models import UsageRecord
 
-    tenant.order(CLASS, 2)
-    reconcile_project(tenant.project.pk)
-    api, ns = kube_cluster.api_client, tenant.namespace
-    custom, core = client.CustomObjectsApi(api), client.CoreV1Api(api)
-    node = fake_gpu_nodes(1)[0]
-    resource_slice = _slice(node, core.read_node(node).metadata.uid)
-    custom.create_cluster_custom_object("resource.k8s.io", "v1", "resourceslices", resource_slice)
+    api, ns, custom, core, node, resource_slice = ordered_with_a_sliced_node(
+        tenant, kube_cluster, fake_gpu_nodes
+    )
     wait_for(
         lambda: core.read_namespaced_resource_quota("tranche-quota", ns).status.hard or {},
         20,

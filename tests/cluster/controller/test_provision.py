@@ -13,7 +13,7 @@ from controller.reconcile import reconcile_project
 from controller.render.bundle import render_platform, render_project
 from controller.render.rbac import render_tenant_cluster_role
 from controller.render.spec import ProjectSpec
-from tests.cluster.controller.conftest import impersonating
+from tests.cluster.controller.conftest import impersonating, wait_refused
 from tests.helpers.wait import wait_for
 
 CLASS = "tranche-v100-8g"
@@ -43,24 +43,6 @@ def _claim(name: str, capacity: dict | None = None, **exactly) -> dict:
         "metadata": {"name": name},
         "spec": {"devices": {"requests": [{"name": "gpu", "exactly": ex}]}},
     }
-
-
-def _denied(create, what: str, expect: str, timeout: float = 15) -> str:
-    """Create until denied with `expect` in the message (policies load asynchronously)."""
-
-    def attempt() -> str | None:
-        try:
-            create()
-        except ApiException as exc:
-            if expect in (exc.body or ""):
-                return exc.body
-            if exc.status not in (403, 422):
-                raise
-            return None
-        pytest.fail(f"{what} was admitted; it should be denied with {expect!r}", pytrace=False)
-        return None
-
-    return wait_for(attempt, timeout, f"{what} to be denied with {expect!r}")
 
 
 def _buy_and_reconcile(tenant, quantity: int = 2):
@@ -155,7 +137,7 @@ def test_seed_three_attempts(tenant, kube_cluster) -> None:
     core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
 
     # 1. a raw nvidia.com/gpu pod is denied by policy 1 with its message
-    body = _denied(
+    body = wait_refused(
         lambda: core.create_namespaced_pod(
             ns, _pod("raw-gpu", {"resources": {"limits": {"nvidia.com/gpu": "1"}}})
         ),
@@ -179,17 +161,17 @@ def test_seed_three_attempts(tenant, kube_cluster) -> None:
             "resource.k8s.io", "v1", ns, "resourceclaimtemplates", body
         )
 
-    _denied(
+    wait_refused(
         lambda: create_template(template("x", capacity={"memory": "10Gi", "cores": "25"})),
         "a template with 10Gi",
         "must request exactly the capacity",
     )
-    _denied(
+    wait_refused(
         lambda: create_template(template("x", selectors=[{"cel": {"expression": "true"}}])),
         "a template with a selector",
         "sets selectors",
     )
-    _denied(
+    wait_refused(
         lambda: custom.create_namespaced_custom_object(
             "resource.k8s.io",
             "v1",
@@ -230,14 +212,14 @@ def test_pod_hardening_and_tenant_fence(tenant, kube_cluster) -> None:
     _buy_and_reconcile(tenant)
     ns, admin = tenant.namespace, kube_cluster.api_client
     core = client.CoreV1Api(admin)
-    _denied(
+    wait_refused(
         lambda: core.create_namespaced_pod(
             ns, _pod("preload", {"env": [{"name": "LD_PRELOAD", "value": "/x.so"}]})
         ),
         "a pod setting LD_PRELOAD",
         "set LD_PRELOAD",
     )
-    _denied(
+    wait_refused(
         lambda: core.create_namespaced_pod(
             ns, _pod("hostpath", volumes=[{"name": "h", "hostPath": {"path": "/"}}])
         ),

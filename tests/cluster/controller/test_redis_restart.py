@@ -16,8 +16,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -30,51 +28,13 @@ from django.db import connection
 from controller.reconcile import LOCK_SPACE
 from deploy import supervisor
 from deploy.local import platform
+from tests.helpers.own_redis import OwnRedis
 from tests.helpers.wait import wait_for
 
 ROOT = Path(__file__).resolve().parents[3]
 CLASS = "tranche-v100-8g"
 PROJECTS = 6
 ACTIVE_WITHIN_SECONDS = 10.0
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _port_open(port: int) -> bool:
-    with socket.socket() as sock:
-        return sock.connect_ex(("127.0.0.1", port)) == 0
-
-
-class OwnRedis:
-    """A redis-server on a free loopback port with its data in `folder` (append-only)."""
-
-    def __init__(self, folder: Path) -> None:
-        self.folder, self.port = folder, _free_port()
-        self.proc: subprocess.Popen | None = None
-        folder.mkdir(parents=True, exist_ok=True)
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def start(self) -> None:
-        binary = shutil.which("redis-server") or "/usr/bin/redis-server"
-        self.proc = subprocess.Popen(
-            [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.folder),
-             "--appendonly", "yes", "--save", ""],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
-        assert supervisor.wait_until(lambda: _port_open(self.port), 10), "redis did not start"
-
-    def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(10)
-        assert supervisor.wait_until(lambda: not _port_open(self.port), 10)
 
 
 def _lock_holder_waiting(project_id: int) -> int | None:
@@ -109,7 +69,7 @@ def _tail(path: Path, lines: int = 40) -> str:
 def test_redis_restart_mid_reconcile(make_tenant, controller_settings, kube_cluster, tmp_path):
     from portal.orders.models import Order
 
-    redis = OwnRedis(tmp_path / "redis")
+    redis = OwnRedis(tmp_path / "redis", append_only=True)
     redis.start()
     queue = f"restart-{secrets.token_hex(3)}"
     tenants = [make_tenant() for _ in range(PROJECTS)]

@@ -83,9 +83,9 @@ def _waiting_claim() -> dict:
     }
 
 
-def test_quota_page_shows_entitled_allocated_pending(
-    tenant, make_tenant, kube_cluster, fake_gpu_nodes
-) -> None:
+def ordered_with_a_sliced_node(tenant, kube_cluster, fake_gpu_nodes):
+    """`tenant` orders 2 x CLASS and is reconciled; one fake GPU node publishes its slice.
+    Returns (api client, namespace, custom objects API, core API, node, the ResourceSlice)."""
     tenant.order(CLASS, 2)
     reconcile_project(tenant.project.pk)
     api, ns = kube_cluster.api_client, tenant.namespace
@@ -93,6 +93,15 @@ def test_quota_page_shows_entitled_allocated_pending(
     node = fake_gpu_nodes(1)[0]
     resource_slice = _slice(node, core.read_node(node).metadata.uid)
     custom.create_cluster_custom_object("resource.k8s.io", "v1", "resourceslices", resource_slice)
+    return api, ns, custom, core, node, resource_slice
+
+
+def test_quota_page_shows_entitled_allocated_pending(
+    tenant, make_tenant, kube_cluster, fake_gpu_nodes
+) -> None:
+    api, ns, custom, core, node, resource_slice = ordered_with_a_sliced_node(
+        tenant, kube_cluster, fake_gpu_nodes
+    )
     owner = Client()
     owner.force_login(tenant.membership.user)
     url = reverse("quota", args=[tenant.project.pk])

@@ -7,24 +7,15 @@ from datetime import UTC, datetime
 from decimal import Decimal
 
 import pytest
-from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Group
 from django.urls import reverse
 
 from portal.audit.models import AuditLog
 from portal.billing import services
 from portal.billing.models import CreditNote, Invoice
+from tests.helpers.factories import make_staff
 from tests.integration.billing.helpers import place_at
 
 CLASS = "tranche-v100-16g"
-
-
-def _staff(name: str, group: str):
-    user = get_user_model().objects.create_user(
-        username=name, password="x-staff-pass-1", is_staff=True
-    )
-    user.groups.add(Group.objects.get(name=group))
-    return user
 
 
 @pytest.fixture
@@ -40,7 +31,7 @@ def invoice(world) -> Invoice:
 
 
 def test_billing_issues_credit_note_and_voids_from_org_page(world, invoice, client) -> None:
-    client.force_login(_staff("bill", "Billing"))
+    client.force_login(make_staff("bill", "Billing"))
     url = reverse("admin:billing_organization", args=[world.org_a.pk])
     page = client.get(url)
     assert page.status_code == 200
@@ -72,7 +63,7 @@ def test_billing_issues_credit_note_and_voids_from_org_page(world, invoice, clie
 
 
 def test_support_reads_but_cannot_act(world, invoice, client) -> None:
-    client.force_login(_staff("sue", "Support"))
+    client.force_login(make_staff("sue", "Support"))
     url = reverse("admin:billing_organization", args=[world.org_a.pk])
     assert client.get(url).status_code == 200
     assert "Issue credit note" not in client.get(url).content.decode()
@@ -83,7 +74,7 @@ def test_support_reads_but_cannot_act(world, invoice, client) -> None:
 
 
 def test_utilisation_report(world, invoice, client) -> None:
-    client.force_login(_staff("bill", "Billing"))
+    client.force_login(make_staff("bill", "Billing"))
     page = client.get(reverse("admin:billing_utilisation"), {"year": 2026, "month": 11})
     assert page.status_code == 200
     body = page.content.decode()

@@ -43,7 +43,8 @@ def test_month_to_date_figures(world, client_of) -> None:
     assert f"{rate} EUR per hour" in body
 
 
-def test_invoice_download_and_isolation(world, client_of) -> None:
+def _november_invoice(world):
+    """Organization A's November 2026 invoice for one slice ordered on 3 November."""
     place_at(
         world.membership(world.owner),
         world.project_a,
@@ -52,6 +53,11 @@ def test_invoice_download_and_isolation(world, client_of) -> None:
         datetime(2026, 11, 3, tzinfo=UTC),
     )
     invoice, _ = services.generate_invoice(world.org_a, 2026, 11)
+    return invoice
+
+
+def test_invoice_download_and_isolation(world, client_of) -> None:
+    invoice = _november_invoice(world)
     note = services.issue_credit_note(invoice, world.owner, Decimal("5.00"), "outage")
     url = reverse("invoice", args=[world.org_a.pk, invoice.pk])
     owner = client_of(world.owner)
@@ -92,14 +98,7 @@ def test_catalogue_shows_the_rate_pro_rating_charges(world, client_of) -> None:
 
 def test_pdf_unavailable_is_a_clear_503_and_the_html_still_works(world, client_of, monkeypatch):
     """An installation without Pango (WeasyPrint fails to load it) answers with what to do."""
-    place_at(
-        world.membership(world.owner),
-        world.project_a,
-        world.products[CLASS],
-        1,
-        datetime(2026, 11, 3, tzinfo=UTC),
-    )
-    invoice, _ = services.generate_invoice(world.org_a, 2026, 11)
+    invoice = _november_invoice(world)
     monkeypatch.setitem(sys.modules, "weasyprint", None)  # import fails like a missing library
     url = reverse("invoice", args=[world.org_a.pk, invoice.pk])
     owner = client_of(world.owner)

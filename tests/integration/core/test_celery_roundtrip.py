@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import uuid
 from pathlib import Path
 
 import pytest
 from django.conf import settings
 
+from deploy.local.celery_worker import worker_argv
 from deploy.supervisor import stop_pid, wait_until
 from portal.core.models import WorkerHeartbeat
 from portal.core.tasks import record_heartbeat
@@ -31,24 +31,7 @@ def celery_worker_process(transactional_db, tmp_path):
     }
     log = (tmp_path / "worker.log").open("wb")
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "portal",
-            "worker",
-            "-Q",
-            queue,
-            "-n",
-            name,
-            "--pool",
-            "solo",
-            "-l",
-            "info",
-            "--without-gossip",
-            "--without-mingle",
-        ],
+        worker_argv(queue, name=name, pool="solo"),
         cwd=REPO,
         env=env,
         stdout=log,

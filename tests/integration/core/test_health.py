@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import shutil
-import socket
-import subprocess
-
 import pytest
 
-from deploy.supervisor import wait_until
+from tests.helpers.own_redis import OwnRedis
 
 pytestmark = pytest.mark.django_db
 
@@ -27,40 +23,13 @@ def test_readyz_ready_with_real_services(client):
     assert body["checks"]["redis"]["ok"] is True
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _port_open(port: int) -> bool:
-    with socket.socket() as sock:
-        return sock.connect_ex(("127.0.0.1", port)) == 0
-
-
 @pytest.fixture
 def throwaway_redis(tmp_path):
     """A real Redis of the test's own, so stopping it does not disturb the shared one."""
-    port = _free_port()
-    proc = subprocess.Popen(
-        [
-            shutil.which("redis-server") or "/usr/bin/redis-server",
-            "--port",
-            str(port),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--dir",
-            str(tmp_path),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    assert wait_until(lambda: _port_open(port), 10), "throwaway redis did not start"
-    yield proc, port
-    proc.kill()
-    proc.wait()
+    redis = OwnRedis(tmp_path)
+    redis.start()
+    yield redis.proc, redis.port
+    redis.stop()
 
 
 def test_readyz_reports_stopped_redis(client, settings, throwaway_redis):

@@ -20,6 +20,7 @@ import pytest
 from django.conf import settings
 
 from deploy import supervisor
+from deploy.local.celery_worker import worker_argv
 
 REPO = Path(__file__).resolve().parents[3]
 RESTART_WITHIN_SECONDS = 5.0
@@ -42,24 +43,7 @@ def supervised(tmp_path):
     queue = f"test-{uuid.uuid4().hex[:8]}"
     spec = {
         "worker": {
-            "argv": [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "portal",
-                "worker",
-                "-Q",
-                queue,
-                "-n",
-                f"{queue}@localhost",
-                "--pool",
-                "solo",
-                "-l",
-                "info",
-                "--without-gossip",
-                "--without-mingle",
-            ],
+            "argv": worker_argv(queue, name=f"{queue}@localhost", pool="solo"),
             "env": {"TRANCHE_DB_POOL_MAX_SIZE": "2"},
         },
         "watcher": {

@@ -3,30 +3,21 @@
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Group
 from django.urls import reverse
 
 from portal.orders.services import place_order
 from portal.tenants.models import Organization
-
-
-def _staff(name: str, group: str):
-    user = get_user_model().objects.create_user(
-        username=name, password="x-staff-pass-1", is_staff=True
-    )
-    user.groups.add(Group.objects.get(name=group))
-    return user
+from tests.helpers.factories import make_staff
 
 
 @pytest.fixture
 def billing(world):
-    return _staff("bill", "Billing")
+    return make_staff("bill", "Billing")
 
 
 @pytest.fixture
 def support(world):
-    return _staff("sue", "Support")
+    return make_staff("sue", "Support")
 
 
 def _suspend(client, org):

@@ -3,19 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Group
 
-from tests.helpers.factories import PASSWORD
-
-
-def make_staff(username: str, group: str):
-    """A staff user in the "Support" or "Billing" group."""
-    user = get_user_model().objects.create_user(
-        username=username, email=f"{username}@example.test", password=PASSWORD, is_staff=True
-    )
-    user.groups.add(Group.objects.get(name=group))
-    return user
+from tests.helpers.factories import make_staff
 
 
 @pytest.fixture

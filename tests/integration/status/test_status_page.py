@@ -7,11 +7,10 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
-from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Group
 from django.urls import reverse
 
 from portal.agents.models import PodSliceStatus
+from tests.helpers.factories import make_staff
 
 MIB = 1024 * 1024
 
@@ -34,13 +33,6 @@ def pod(world) -> PodSliceStatus:
         processes=2,
         reported_at=datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC),
     )
-
-
-def _staff(username: str, group: str | None):
-    user = get_user_model().objects.create_user(username=username, password="x", is_staff=True)
-    if group:
-        user.groups.add(Group.objects.get(name=group))
-    return user
 
 
 @pytest.mark.parametrize("role", ["owner", "member", "viewer"])
@@ -72,7 +64,7 @@ def test_outsider_gets_404_not_403(world, pod, client_of):
 
 @pytest.mark.parametrize("group", ["Support", "Billing"])
 def test_support_and_billing_staff_see_every_project(world, pod, client_of, group):
-    response = client_of(_staff("sam", group)).get(
+    response = client_of(make_staff("sam", group)).get(
         reverse("project_status", args=[world.project_a.pk])
     )
     assert response.status_code == 200
@@ -80,7 +72,7 @@ def test_support_and_billing_staff_see_every_project(world, pod, client_of, grou
 
 
 def test_staff_without_a_support_group_gets_404(world, pod, client_of):
-    response = client_of(_staff("stan", None)).get(
+    response = client_of(make_staff("stan", None)).get(
         reverse("project_status", args=[world.project_a.pk])
     )
     assert response.status_code == 404

@@ -7,14 +7,11 @@ port while a viewer and an agent stay connected; no reconnect is needed on eithe
 from __future__ import annotations
 
 import asyncio
-import shutil
-import socket
-import subprocess
 
 import pytest
 from channels.layers import channel_layers
 
-from deploy.supervisor import wait_until
+from tests.helpers.own_redis import OwnRedis
 from tests.integration.status.test_status_socket import (  # the fixtures too
     _agent,
     _status_frame,
@@ -24,36 +21,6 @@ from tests.integration.status.test_status_socket import (  # the fixtures too
 )
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _port_open(port: int) -> bool:
-    with socket.socket() as sock:
-        return sock.connect_ex(("127.0.0.1", port)) == 0
-
-
-class OwnRedis:
-    def __init__(self, folder) -> None:
-        self.folder, self.port, self.proc = folder, _free_port(), None
-
-    def start(self) -> None:
-        binary = shutil.which("redis-server") or "/usr/bin/redis-server"
-        self.proc = subprocess.Popen(
-            [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             "--dir", str(self.folder)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
-        assert wait_until(lambda: _port_open(self.port), 10), "redis did not start"
-
-    def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(10)
 
 
 @pytest.fixture

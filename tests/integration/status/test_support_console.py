@@ -7,8 +7,6 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Group
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
@@ -16,18 +14,11 @@ from django.utils import timezone
 from portal.agents import services
 from portal.agents.models import NodeToken, PodSliceStatus
 from portal.status.models import PodState
-from tests.helpers.factories import make_world
+from tests.helpers.factories import make_staff, make_world
 
 pytestmark = pytest.mark.django_db
 GIB = 1024**3
 NODE = "kwok-gpu-0"
-
-
-def _staff(username: str, group: str | None):
-    user = get_user_model().objects.create_user(username=username, password="x", is_staff=True)
-    if group:
-        user.groups.add(Group.objects.get_or_create(name=group)[0])
-    return user
 
 
 def _get(user, query: str = "") -> tuple[int, str]:
@@ -63,7 +54,7 @@ def fleet_world():
 @pytest.mark.parametrize("group", ["Support", "Billing"])
 def test_support_and_billing_see_fleet_alerts_and_search(fleet_world, group):
     world = fleet_world
-    status, page = _get(_staff(f"s-{group}", group), "other")
+    status, page = _get(make_staff(f"s-{group}", group), "other")
     assert status == 200
     assert 'data-gpu="GPU-a"' in page
     assert f"{world.org_a.name} / " in page
@@ -79,11 +70,11 @@ def test_support_and_billing_see_fleet_alerts_and_search(fleet_world, group):
 
 def test_tenants_and_other_staff_get_404(fleet_world):
     assert _get(fleet_world.owner)[0] == 404
-    assert _get(_staff("plain-staff", None))[0] == 404
+    assert _get(make_staff("plain-staff", None))[0] == 404
 
 
 @pytest.mark.django_db(transaction=True)
-def test_fleet_socket_refuses_tenants_and_tells_staff():
+def test_fleet_socket_refuses_tenants_and_tellsmake_staff():
     import asyncio
 
     from channels.layers import get_channel_layer
@@ -94,7 +85,7 @@ def test_fleet_socket_refuses_tenants_and_tells_staff():
     from tests.integration.status.test_status_socket import _session_headers
 
     world = make_world()
-    staff = _staff("sam", "Support")
+    staff = make_staff("sam", "Support")
 
     async def open_as(user) -> WebsocketCommunicator:
         from channels.db import database_sync_to_async

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define CHECK(x)                                                                               \
     do {                                                                                       \
@@ -34,6 +35,13 @@ static inline uint64_t now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Block until the test closes stdin: how a holding program keeps its memory while the test looks. */
+static inline void wait_stdin_closed(void) {
+    char buf[16];
+    while (read(0, buf, sizeof buf) > 0) {
+    }
 }
 
 /* cuInit + primary context of device `ordinal`, made current. */

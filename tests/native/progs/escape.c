@@ -16,45 +16,14 @@
  */
 #include "common.h"
 
-#include <dlfcn.h>
-#include <nvml.h>
-#include <unistd.h>
+#include "reach.h"
 
 #define MiB (1ull << 20)
 
-static const char *how = "direct";
-
-/* The entry point `name` (exact exported name) / `base` at `version`, the way HOW finds it. */
-static void *entry(const char *name, const char *base, int version, void *direct) {
-    if (!strcmp(how, "direct")) return direct;
-    if (!strcmp(how, "dlsym")) {
-        void *h = dlopen("libcuda.so.1", RTLD_NOW);
-        return h ? dlsym(h, name) : NULL;
-    }
-    void *p = NULL;
-    CUdriverProcAddressQueryResult st;
-    if (cuGetProcAddress_v2(base, &p, version, 0, &st) != CUDA_SUCCESS) return NULL;
-    return p;
-}
-
+/* Device 0's bytes by NVML, all ones when NVML cannot say. */
 static uint64_t phys_used(void) {
-    void *h = dlopen("libnvidia-ml.so.1", RTLD_NOW);
-    if (!h) return ~0ull;
-    nvmlReturn_t (*init)(void) = (nvmlReturn_t(*)(void))dlsym(h, "nvmlInit_v2");
-    nvmlReturn_t (*byidx)(unsigned, nvmlDevice_t *) =
-        (nvmlReturn_t(*)(unsigned, nvmlDevice_t *))dlsym(h, "nvmlDeviceGetHandleByIndex_v2");
-    nvmlReturn_t (*procs)(nvmlDevice_t, unsigned *, nvmlProcessInfo_t *) =
-        (nvmlReturn_t(*)(nvmlDevice_t, unsigned *, nvmlProcessInfo_t *))dlsym(
-            h, "nvmlDeviceGetComputeRunningProcesses_v3");
-    nvmlDevice_t d;
-    nvmlProcessInfo_t info[64];
-    unsigned n = 64;
-    if (!init || !byidx || !procs || init() != NVML_SUCCESS || byidx(0, &d) != NVML_SUCCESS ||
-        procs(d, &n, info) != NVML_SUCCESS)
-        return ~0ull;
-    for (unsigned i = 0; i < n; i++)
-        if (info[i].pid == (unsigned)getpid()) return info[i].usedGpuMemory;
-    return 0;
+    long long bytes = nvml_process_bytes(0);
+    return bytes < 0 ? ~0ull : (uint64_t)bytes;
 }
 
 typedef CUresult (*alloc1_fn)(CUdeviceptr_v1 *, unsigned int);

@@ -18,48 +18,13 @@
  */
 #include "common.h"
 
-#include <dlfcn.h>
-#include <nvml.h>
+#include "reach.h"
+
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
-#include <unistd.h>
 
 #define MiB (1ull << 20)
-
-static const char *how = "direct";
-
-static void *entry(const char *name, const char *base, int version, void *direct) {
-    if (!strcmp(how, "direct")) return direct;
-    if (!strcmp(how, "dlsym")) {
-        void *h = dlopen("libcuda.so.1", RTLD_NOW);
-        return h ? dlsym(h, name) : NULL;
-    }
-    void *p = NULL;
-    CUdriverProcAddressQueryResult st;
-    if (cuGetProcAddress_v2(base, &p, version, 0, &st) != CUDA_SUCCESS) return NULL;
-    return p;
-}
-
-static long long phys(unsigned index) {
-    void *h = dlopen("libnvidia-ml.so.1", RTLD_NOW);
-    if (!h) return -1;
-    nvmlReturn_t (*init)(void) = (nvmlReturn_t(*)(void))dlsym(h, "nvmlInit_v2");
-    nvmlReturn_t (*byidx)(unsigned, nvmlDevice_t *) =
-        (nvmlReturn_t(*)(unsigned, nvmlDevice_t *))dlsym(h, "nvmlDeviceGetHandleByIndex_v2");
-    nvmlReturn_t (*procs)(nvmlDevice_t, unsigned *, nvmlProcessInfo_t *) =
-        (nvmlReturn_t(*)(nvmlDevice_t, unsigned *, nvmlProcessInfo_t *))dlsym(
-            h, "nvmlDeviceGetComputeRunningProcesses_v3");
-    nvmlDevice_t d;
-    nvmlProcessInfo_t info[64];
-    unsigned n = 64;
-    if (!init || !byidx || !procs || init() != NVML_SUCCESS || byidx(index, &d) != NVML_SUCCESS ||
-        procs(d, &n, info) != NVML_SUCCESS)
-        return -1;
-    for (unsigned i = 0; i < n; i++)
-        if (info[i].pid == (unsigned)getpid()) return (long long)info[i].usedGpuMemory;
-    return 0;
-}
 
 typedef CUresult (*ctx2_fn)(CUcontext *, unsigned int, CUdevice);
 typedef CUresult (*alloc_async_fn)(CUdeviceptr *, size_t, CUstream);
@@ -237,7 +202,7 @@ int main(int argc, char **argv) {
         CUmemAllocationProp odd = vmm_prop((CUmemLocationType)0x7, 0);
         CUmemGenericAllocationHandle h;
         for (int i = 0; i < 20; i++) RECORD(create(&h, 256 * MiB, i % 2 ? &numa : &host, 0));
-        printf("host_phys0=%lld\n", phys(0));
+        printf("host_phys0=%lld\n", nvml_process_bytes(0));
         RECORD(create(&h, 256 * MiB, &odd, 0));
     } else if (!strcmp(what, "vmmmapped")) {
         create_fn create = (create_fn)entry("cuMemCreate", "cuMemCreate", 10020, (void *)&cuMemCreate);
@@ -251,7 +216,7 @@ int main(int argc, char **argv) {
         CHECK(cuMemMap(va, 32 * MiB, 0, h, 0));
         CHECK(release(h));
         RECORD(cuMemAlloc_v2(&p, 32 * MiB)); /* the mapped memory is still on the card */
-        printf("mapped_phys0=%lld\n", phys(0));
+        printf("mapped_phys0=%lld\n", nvml_process_bytes(0));
         CHECK(cuMemUnmap(va, 32 * MiB));
         RECORD(cuMemAlloc_v2(&p, 32 * MiB)); /* now it is gone */
         CHECK(cuMemFree_v2(p));
@@ -282,7 +247,7 @@ int main(int argc, char **argv) {
                 CHECK(cuGraphInstantiateWithFlags(&e[i], g, 0));
                 RECORD(upload(e[i], s));
             }
-            printf("phys_after%d=%lld\n", i, phys(0));
+            printf("phys_after%d=%lld\n", i, nvml_process_bytes(0));
         }
     } else {
         printf("FAIL unknown case %s\n", what);
@@ -290,6 +255,7 @@ int main(int argc, char **argv) {
     }
     size_t free = 0, total = 0;
     CHECK(cuMemGetInfo_v2(&free, &total));
-    printf("RESULT codes=%s phys0=%lld phys1=%lld free=%zu\n", codes, phys(0), phys(1), free);
+    printf("RESULT codes=%s phys0=%lld phys1=%lld free=%zu\n", codes, nvml_process_bytes(0),
+           nvml_process_bytes(1), free);
     return 0;
 }

@@ -139,9 +139,7 @@ static int escape(const char *how, unsigned long long bytes, const char *shim) {
     }
     printf("held %llu\n", bytes);
     fflush(stdout);
-    char buf[16];
-    while (read(0, buf, sizeof buf) > 0) {
-    }
+    wait_stdin_closed();
     return 0;
 }
 

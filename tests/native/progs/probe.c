@@ -37,9 +37,7 @@ static int hold(uint64_t bytes) {
     CHECK(cuMemAlloc_v2(&p, bytes));
     printf("held %llu\n", (unsigned long long)bytes);
     fflush(stdout);
-    char buf[16];
-    while (read(0, buf, sizeof buf) > 0) {
-    }
+    wait_stdin_closed();
     CHECK(cuMemFree_v2(p));
     return 0;
 }
@@ -89,9 +87,7 @@ static int race(unsigned seed) {
     }
     printf("held %llu ooms %d\n", (unsigned long long)held, ooms);
     fflush(stdout);
-    char buf[16];
-    while (read(0, buf, sizeof buf) > 0) {
-    }
+    wait_stdin_closed();
     for (int k = 0; k < n; k++) CHECK(cuMemFree_v2(ptr[k]));
     return 0;
 }

@@ -26,9 +26,7 @@ static int closefd(const char *region_file, uint64_t bytes) {
     close(fd);
     printf("held %llu\n", (unsigned long long)bytes);
     fflush(stdout);
-    char buf[16];
-    while (read(0, buf, sizeof buf) > 0) {
-    }
+    wait_stdin_closed();
     CHECK(cuMemFree_v2(p));
     return 0;
 }
@@ -47,15 +45,13 @@ static int forkhold(uint64_t bytes) {
     if (child == 0) {
         /* fork() returns here after the core's child handler took its slot. */
         if (write(ready[1], "r", 1) != 1) _exit(1);
-        while (read(0, buf, sizeof buf) > 0) {
-        }
+        wait_stdin_closed();
         _exit(0);
     }
     EXPECT(read(ready[0], buf, 1) == 1);
     printf("held %d\n", (int)child);
     fflush(stdout);
-    while (read(0, buf, sizeof buf) > 0) {
-    }
+    wait_stdin_closed();
     waitpid(child, NULL, 0);
     return 0;
 }

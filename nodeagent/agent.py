@@ -140,7 +140,7 @@ async def _loop(opts: Options, gpus, publisher, lite, collector) -> None:
                 await _guarded(loop, "kubelet-lite sync", lite.sync)
             gpu_status, pods = await loop.run_in_executor(None, collector.collect)
             if stream is not None:
-                stream.offer(gpu_status, pods)
+                stream.offer(gpu_status, pods, collector.take_findings())
             if gauges is not None:
                 gauges.update(list(pods.values()))
             wait = max(0.05, opts.interval - (time.monotonic() - started))

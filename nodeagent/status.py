@@ -54,9 +54,14 @@ class Collector:
 
     def take_findings(self) -> list[Finding]:
         """The findings since the last call, oldest first (the next status message sends them)."""
-        out = list(self._findings)
-        self._findings.clear()
+        out = []
+        while self._findings:  # popleft, not copy+clear: the gRPC threads append meanwhile
+            out.append(self._findings.popleft())
         return out
+
+    def prepare_failed(self, namespace: str, claim: str, error: str) -> None:
+        """The DRA plugin could not prepare a claim (the kubelet retries; support must know)."""
+        self.report("prepare-failed", namespace, claim, error)
 
     def report(self, kind: str, namespace: str, subject: str, detail: str) -> None:
         """Queue one finding for support (`tranche.agent_protocol.Finding`), fields bounded."""

@@ -94,8 +94,12 @@ def container_facts(pod: dict[str, Any]) -> tuple[ContainerFacts, ...]:
     return tuple(out)
 
 
-def facts_of(name: str, summary: dict[str, Any], events: Iterable[tuple[str, str]]) -> PodFacts:
-    """The classifier's view of one pod from its `pod_summary` and its recent Warning events."""
+def facts_of(
+    name: str, summary: dict[str, Any], events: Iterable[tuple[str, str, str]]
+) -> PodFacts:
+    """The classifier's view of one pod from its `pod_summary` and its recent Warning events
+    as (time, reason, message)."""
+    timeline = tuple(events)
     return PodFacts(
         name=name,
         phase=summary["phase"],
@@ -103,5 +107,20 @@ def facts_of(name: str, summary: dict[str, Any], events: Iterable[tuple[str, str
         containers=summary["containers"],
         gpu_classes=tuple(summary["classes"]),
         unclaimed_classes=tuple(summary["unclaimed_templates"]),
-        events=tuple(events),
+        events=tuple((reason, message) for _time, reason, message in timeline),
+        timeline=timeline,
+    )
+
+
+def event_time(event: dict[str, Any]) -> str:
+    """When an Event last happened, as the cluster wrote it (RFC 3339): the last repeat of a
+    series, else lastTimestamp (core/v1 writers), else eventTime (events.k8s.io writers), else
+    when the object was made."""
+    series = event.get("series") or {}
+    return (
+        series.get("lastObservedTime")
+        or event.get("lastTimestamp")
+        or event.get("eventTime")
+        or event.get("metadata", {}).get("creationTimestamp")
+        or ""
     )

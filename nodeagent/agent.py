@@ -68,7 +68,18 @@ async def run(opts: Options) -> None:
     layout = Layout(opts.state_dir, opts.cdi_dir, opts.core_lib, opts.simulate)
     preparer = Preparer(opts.node, gpus, layout, api_claim_source(api))
     sockets = Sockets.under(opts.kubelet_dir)
-    server = PluginServer(preparer, sockets)
+    collector = Collector(
+        opts.node,
+        preparer.checkpoint,
+        gpus,
+        # simgpu's NVML is loaded in this process in simulation mode and reports per-process
+        # memory too, so the backstop runs there as on a real driver.
+        nvml_process_memory=discovery.process_memory,
+        tolerance_bytes=opts.tolerance_mib * 1024**2,
+        kill_offenders=opts.backstop,
+        tenant_pod=owners.TenantPods(api, opts.node),
+    )
+    server = PluginServer(preparer, sockets, on_prepare_failed=collector.prepare_failed)
     server.start()
     lite = None
     if opts.kubelet_lite:
@@ -81,17 +92,6 @@ async def run(opts: Options) -> None:
         lite.register(sockets.registry)
         if opts.kubelet_tls_dir is not None:
             lite.serve_logs(opts.kubelet_tls_dir)
-    collector = Collector(
-        opts.node,
-        preparer.checkpoint,
-        gpus,
-        # simgpu's NVML is loaded in this process in simulation mode and reports per-process
-        # memory too, so the backstop runs there as on a real driver.
-        nvml_process_memory=discovery.process_memory,
-        tolerance_bytes=opts.tolerance_mib * 1024**2,
-        kill_offenders=opts.backstop,
-        tenant_pod=owners.TenantPods(api, opts.node),
-    )
     try:
         await _loop(opts, gpus, publisher, lite, collector)
     finally:
@@ -140,7 +140,7 @@ async def _loop(opts: Options, gpus, publisher, lite, collector) -> None:
                 await _guarded(loop, "kubelet-lite sync", lite.sync)
             gpu_status, pods = await loop.run_in_executor(None, collector.collect)
             if stream is not None:
-                stream.offer(gpu_status, pods)
+                stream.offer(gpu_status, pods, collector.take_findings())
             if gauges is not None:
                 gauges.update(list(pods.values()))
             wait = max(0.05, opts.interval - (time.monotonic() - started))

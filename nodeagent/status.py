@@ -19,15 +19,18 @@ import logging
 import os
 import signal
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from nodeagent import owners, region
 from nodeagent.checkpoint import Checkpoint, PreparedClaim
 from nodeagent.discovery import GpuInfo
-from tranche.agent_protocol import GpuReport, PodReport
+from tranche.agent_protocol import Finding, GpuReport, PodReport
 
 log = logging.getLogger(__name__)
+MIB = 1024**2
+FINDINGS_KEPT = 64
 
 
 @dataclass
@@ -44,6 +47,28 @@ class Collector:
     # pod uid -> True (a tenant's) / False (the operator's) / None (unknown); None: all tenants'
     tenant_pod: object = None
     _prev: dict[str, tuple[float, int]] = field(default_factory=dict)
+    # What support must see, until the next status message takes it (bounded: newest kept).
+    _findings: deque = field(default_factory=lambda: deque(maxlen=FINDINGS_KEPT))
+    # (claim uid, GPU) disagreeing at the last check: reported once while it lasts, not per tick
+    _disagreeing: set = field(default_factory=set)
+
+    def take_findings(self) -> list[Finding]:
+        """The findings since the last call, oldest first (the next status message sends them)."""
+        out = []
+        while self._findings:  # popleft, not copy+clear: the gRPC threads append meanwhile
+            out.append(self._findings.popleft())
+        return out
+
+    def prepare_failed(self, namespace: str, claim: str, error: str) -> None:
+        """The DRA plugin could not prepare a claim (the kubelet retries; support must know)."""
+        self.report("prepare-failed", namespace, claim, error)
+
+    def report(self, kind: str, namespace: str, subject: str, detail: str) -> None:
+        """Queue one finding for support (`tranche.agent_protocol.Finding`), fields bounded."""
+        self._findings.append(
+            Finding(kind=kind, ts=time.time(), namespace=(namespace or "-")[:63],
+                    subject=(subject or "-")[:253], detail=detail[:500])
+        )  # fmt: skip
 
     def _read(self, claim: PreparedClaim) -> region.RegionSnapshot | None:
         """Reclaim dead processes' slots, then snapshot; None before the first GPU call."""
@@ -70,6 +95,7 @@ class Collector:
         if self.nvml_process_memory is None:
             return []
         findings: list[str] = []
+        disagreeing: set[tuple[str, str]] = set()
         claims = [c for c in self.checkpoint.all() if c.uid in readings]
         for gpu in self.gpus:
             per_pid = self.nvml_process_memory(gpu.uuid)
@@ -99,7 +125,11 @@ class Collector:
                         f"claim {claim.uid} uses {sum(pids.values())} B on {gpu.uuid} over its "
                         f"{limit} B cap; offending pid {worst}"
                     )
-                    self._stop(worst)
+                    disagreeing.add((claim.uid, gpu.uuid))
+                    if (claim.uid, gpu.uuid) not in self._disagreeing:
+                        self._disagree(claim, gpu.uuid, sum(pids.values()), readings[claim.uid])
+                    self._stop(worst, claim.namespace, _pod_of(claim), f"claim {claim.name}")
+        self._disagreeing = disagreeing
         for f in findings:
             log.warning("backstop: %s", f)
         return findings
@@ -114,13 +144,26 @@ class Collector:
         finding = f"pod {pod} uses {used} B on {uuid} without a claim on it; offending pid {pid}"
         if tenant is None:
             return [f"{finding}; whose pod it is is unknown now, not stopped"]
-        self._stop(pid)
+        self._stop(pid, "", pod, f"no claim on {uuid} ({used // MIB} MiB)")
         return [finding]
 
-    def _stop(self, pid: int) -> None:
+    def _disagree(
+        self, claim: PreparedClaim, uuid: str, nvml_bytes: int, reading: region.RegionSnapshot
+    ) -> None:
+        charged = sum(d.memory_used for d in reading.devices if d.uuid == uuid) if reading else 0
+        limit = next(d.memory_bytes for d in claim.devices if d.uuid == uuid)
+        self.report(
+            "nvml-disagrees", claim.namespace, _pod_of(claim),
+            f"on {uuid} NVML sees {nvml_bytes // MIB} MiB held by claim {claim.name}'s "
+            f"processes, the core charged {charged // MIB} MiB (cap {limit // MIB} MiB, "
+            f"tolerance {self.tolerance_bytes // MIB} MiB)",
+        )  # fmt: skip
+
+    def _stop(self, pid: int, namespace: str, pod: str, why: str) -> None:
         if self.kill_offenders:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+                self.report("backstop-stopped", namespace, pod, f"stopped pid {pid}: {why}")
 
     def collect(self) -> tuple[list[GpuReport], dict[tuple[str, str], PodReport]]:
         """(gpus, pods keyed by (namespace, pod)) as the message schema types them."""
@@ -167,6 +210,15 @@ class Collector:
             for g in self.gpus
         ]
         return gpus, pods
+
+
+def _pod_of(claim: PreparedClaim) -> str:
+    """The name of the claim's (first) pod, else the claim's own name."""
+    for pod in claim.pods:
+        parts = pod.split("/")
+        if len(parts) >= 2 and parts[1]:
+            return parts[1]
+    return claim.name
 
 
 def _live_slots(reading: region.RegionSnapshot | None) -> list:

@@ -17,7 +17,7 @@ import time
 from collections import deque
 from urllib.parse import urlsplit
 
-from tranche.agent_protocol import GpuReport, PodReport, RemovedPod, StatusFrame
+from tranche.agent_protocol import Finding, GpuReport, PodReport, RemovedPod, StatusFrame
 
 log = logging.getLogger(__name__)
 
@@ -54,8 +54,14 @@ class StatusStream:
         self._force_full = True
         self._wake = asyncio.Event()
 
-    def offer(self, gpus: list[GpuReport], pods: dict[tuple[str, str], PodReport]) -> None:
-        """Queue one status message (call from the event loop's thread)."""
+    def offer(
+        self,
+        gpus: list[GpuReport],
+        pods: dict[tuple[str, str], PodReport],
+        findings: list[Finding] | None = None,
+    ) -> None:
+        """Queue one status message (call from the event loop's thread); `findings` are sent
+        once, in this message."""
         if len(self.buffer) >= self.buffer_size:
             self.buffer.popleft()  # oldest first: the newest state matters most
             self.dropped += 1
@@ -80,6 +86,7 @@ class StatusStream:
             gpus=gpus,
             pods=changed,
             removed=removed,
+            findings=list(findings or []),
         )
         self.buffer.append(json.dumps(msg, separators=(",", ":")))
         self._wake.set()

@@ -15,7 +15,15 @@ import functools
 import json
 import math
 from dataclasses import dataclass
-from typing import Annotated, Any, TypedDict, get_args, get_origin, get_type_hints
+from typing import (
+    Annotated,
+    Any,
+    NotRequired,
+    TypedDict,
+    get_args,
+    get_origin,
+    get_type_hints,
+)
 
 MAX_MESSAGE_BYTES = 256 * 1024
 MAX_ITEMS = 512
@@ -70,10 +78,22 @@ class Items:
 
 
 @dataclass(frozen=True)
+class OneOf:
+    """One of these strings."""
+
+    values: tuple[str, ...]
+    column: str = ""
+
+
+@dataclass(frozen=True)
 class Exactly:
     """Exactly this string."""
 
     value: str
+
+    @property
+    def values(self) -> tuple[str, ...]:
+        return (self.value,)
 
 
 class GpuReport(TypedDict):
@@ -106,6 +126,21 @@ class RemovedPod(TypedDict):
     pod: Annotated[str, Text(253)]
 
 
+FINDING_KINDS = ("backstop-stopped", "nvml-disagrees", "prepare-failed")
+
+
+class Finding(TypedDict):
+    """Something support must see, found by the agent since its last message: the NVML backstop
+    stopped a process, NVML and the core disagree on a claim's memory, or preparing a claim
+    failed. Kept as JSON on the node's token row (`NodeToken.findings`, the last few)."""
+
+    kind: Annotated[str, OneOf(FINDING_KINDS)]
+    ts: Annotated[float, Number(MAX_TIMESTAMP)]
+    namespace: Annotated[str, Text(63)]
+    subject: Annotated[str, Text(253)]  # the pod, or the claim that failed to prepare
+    detail: Annotated[str, Text(500)]
+
+
 class StatusFrame(TypedDict):
     """The whole frame as the agent sends it."""
 
@@ -118,6 +153,8 @@ class StatusFrame(TypedDict):
     gpus: Annotated[list[GpuReport], Items(GpuReport)]
     pods: Annotated[list[PodReport], Items(PodReport)]
     removed: Annotated[list[RemovedPod], Items(RemovedPod)]
+    # Optional: agents before it never send it, and an agent with nothing to say leaves it out.
+    findings: NotRequired[Annotated[list[Finding], Items(Finding)]]
 
 
 @dataclass(frozen=True)
@@ -132,15 +169,27 @@ class StatusMessage:
     gpus: list[GpuReport]
     pods: list[PodReport]
     removed: list[RemovedPod]
+    findings: list[Finding]
 
 
 @functools.cache
 def fields_of(kind: type) -> dict[str, Any]:
     """Field name -> its constraint (Text, Whole, ...), in declaration order."""
     hints = get_type_hints(kind, include_extras=True)
-    return {
-        name: get_args(hint)[1] for name, hint in hints.items() if get_origin(hint) is Annotated
-    }
+    out = {}
+    for name, hint in hints.items():
+        inner = get_args(hint)[0] if get_origin(hint) is NotRequired else hint
+        if get_origin(inner) is Annotated:
+            out[name] = get_args(inner)[1]
+    return out
+
+
+@functools.cache
+def optional_of(kind: type) -> frozenset[str]:
+    """Fields marked NotRequired (read from the hints: with postponed annotations the
+    TypedDict's own __optional_keys__ cannot see them)."""
+    hints = get_type_hints(kind, include_extras=True)
+    return frozenset(name for name, hint in hints.items() if get_origin(hint) is NotRequired)
 
 
 def columns_of(kind: type) -> dict[str, str]:
@@ -158,8 +207,8 @@ def _want(rule: Any) -> str:
         return f"a non-negative number{top}"
     if isinstance(rule, Flag):
         return "a bool"
-    if isinstance(rule, Exactly):
-        return repr(rule.value)
+    if isinstance(rule, Exactly | OneOf):
+        return " or ".join(map(repr, rule.values))
     return "a list"
 
 
@@ -177,8 +226,8 @@ def _ok(value: Any, rule: Any) -> bool:
         )
     if isinstance(rule, Flag):
         return isinstance(value, bool)
-    if isinstance(rule, Exactly):
-        return value == rule.value
+    if isinstance(rule, Exactly | OneOf):
+        return value in rule.values
     return isinstance(value, list)
 
 
@@ -188,13 +237,15 @@ def check_object(where: str, obj: Any, kind: type) -> dict:
     fields = fields_of(kind)
     if not isinstance(obj, dict):
         raise MessageRejectedError(f"{where} must be an object")
-    missing = sorted(set(fields) - set(obj))
+    missing = sorted(set(fields) - set(obj) - optional_of(kind))
     extra = sorted(set(obj) - set(fields))
     if missing:
         raise MessageRejectedError(f"{where} lacks field(s) {', '.join(missing)}")
     if extra:
         raise MessageRejectedError(f"{where} has unknown field(s) {', '.join(extra)}")
     for name, rule in fields.items():
+        if name not in obj:
+            continue  # optional, checked missing above
         value = obj[name]
         if not _ok(value, rule):
             shown = json.dumps(value)[:60]
@@ -233,4 +284,5 @@ def parse_status(text: str | None, data: bytes | None, node: str) -> StatusMessa
         gpus=msg["gpus"],
         pods=msg["pods"],
         removed=msg["removed"],
+        findings=msg.get("findings", []),
     )

@@ -78,6 +78,9 @@ class PodFacts:
     gpu_classes: tuple[str, ...] = ()  # DeviceClasses of its claim templates
     unclaimed_classes: tuple[str, ...] = ()  # ... whose claim could not be made yet
     events: tuple[tuple[str, str], ...] = ()  # (reason, message) of its recent Warning events
+    # (time as the cluster wrote it, reason, message) of the same events, oldest first: the
+    # live page's timeline (the classifier needs no times)
+    timeline: tuple[tuple[str, str, str], ...] = ()
 
 
 @dataclass(frozen=True)

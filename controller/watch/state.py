@@ -16,7 +16,13 @@ from collections import defaultdict, deque
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from controller.pod_facts import claim_allocated, claim_class, facts_of, pod_summary
+from controller.pod_facts import (
+    claim_allocated,
+    claim_class,
+    event_time,
+    facts_of,
+    pod_summary,
+)
 from tranche.names import QUOTA_NAME
 
 EVENTS_KEPT = 20
@@ -90,7 +96,11 @@ class ClusterState:
         if obj.get("type") == "Warning":
             self.events[ns].append(obj.get("message", ""))
             if target[1] == "Pod":
-                self.pod_events[(ns, target[2])].append((reason, obj.get("message", "")))
+                kept = self.pod_events[(ns, target[2])]
+                # A repeated event is the same object MODIFIED (count+1): keep it once, latest.
+                for entry in [e for e in kept if e[0] == name]:
+                    kept.remove(entry)
+                kept.append((name, event_time(obj), reason, obj.get("message", "")))
 
     def replace(self, resource: str, items: list[dict[str, Any]]) -> None:
         """A fresh LIST replaces everything known about `resource` (objects deleted while the
@@ -124,7 +134,7 @@ class ClusterState:
         """Arguments of `record_cluster_view` for one namespace: pods, refusals, quota."""
         with self.lock:
             pods = [
-                facts_of(name, p, self.pod_events.get((ns, name), ()))
+                facts_of(name, p, (e[1:] for e in self.pod_events.get((ns, name), ())))
                 for (pns, name), p in self.pods.items()
                 if pns == ns
             ]

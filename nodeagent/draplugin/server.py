@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections.abc import Callable
 from concurrent import futures
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,19 +33,26 @@ log = logging.getLogger(__name__)
 SUPPORTED_SERVICES = ["v1.DRAPlugin", "v1beta1.DRAPlugin"]  # kubelet dra/*/types.go
 
 
-def _prepare_all(preparer: Preparer, claims, pb) -> dict:
-    """Prepare each claim independently: one bad claim must not fail the others."""
+PrepareFailed = Callable[[str, str, str], None]  # (namespace, claim name, error)
+
+
+def _prepare_all(preparer: Preparer, claims, pb, failed: PrepareFailed | None = None) -> dict:
+    """Prepare each claim independently: one bad claim must not fail the others. Each failure
+    is also told to `failed` (the agent reports it to support)."""
     out = {}
     for c in claims:
         try:
             done = preparer.prepare(c.namespace, c.name, c.uid)
-        except PrepareError as exc:
-            log.warning("prepare %s/%s (%s) failed: %s", c.namespace, c.name, c.uid, exc)
-            out[c.uid] = pb.NodePrepareResourceResponse(error=str(exc))
-            continue
         except Exception as exc:
-            log.exception("prepare %s/%s (%s) crashed", c.namespace, c.name, c.uid)
-            out[c.uid] = pb.NodePrepareResourceResponse(error=f"internal error: {exc}")
+            if isinstance(exc, PrepareError):
+                log.warning("prepare %s/%s (%s) failed: %s", c.namespace, c.name, c.uid, exc)
+                error = str(exc)
+            else:
+                log.exception("prepare %s/%s (%s) crashed", c.namespace, c.name, c.uid)
+                error = f"internal error: {exc}"
+            out[c.uid] = pb.NodePrepareResourceResponse(error=error)
+            if failed is not None:
+                failed(c.namespace, c.name, error)
             continue
         devices = []
         for d in done.devices:
@@ -74,12 +82,12 @@ def _unprepare_all(preparer: Preparer, claims, pb) -> dict:
 
 
 class DraV1(v1_grpc.DRAPluginServicer):
-    def __init__(self, preparer: Preparer) -> None:
-        self.preparer = preparer
+    def __init__(self, preparer: Preparer, failed: PrepareFailed | None = None) -> None:
+        self.preparer, self.failed = preparer, failed
 
     def NodePrepareResources(self, request, context):
         return v1.NodePrepareResourcesResponse(
-            claims=_prepare_all(self.preparer, request.claims, v1)
+            claims=_prepare_all(self.preparer, request.claims, v1, self.failed)
         )
 
     def NodeUnprepareResources(self, request, context):
@@ -89,12 +97,12 @@ class DraV1(v1_grpc.DRAPluginServicer):
 
 
 class DraV1beta1(v1beta1_grpc.DRAPluginServicer):
-    def __init__(self, preparer: Preparer) -> None:
-        self.preparer = preparer
+    def __init__(self, preparer: Preparer, failed: PrepareFailed | None = None) -> None:
+        self.preparer, self.failed = preparer, failed
 
     def NodePrepareResources(self, request, context):
         return v1beta1.NodePrepareResourcesResponse(
-            claims=_prepare_all(self.preparer, request.claims, v1beta1)
+            claims=_prepare_all(self.preparer, request.claims, v1beta1, self.failed)
         )
 
     def NodeUnprepareResources(self, request, context):
@@ -165,12 +173,20 @@ def _bind(server: grpc.Server, path: Path) -> None:
 class PluginServer:
     """Both servers; `start()` returns once the sockets accept connections."""
 
-    def __init__(self, preparer: Preparer, sockets: Sockets, workers: int = 4) -> None:
+    def __init__(
+        self,
+        preparer: Preparer,
+        sockets: Sockets,
+        workers: int = 4,
+        on_prepare_failed: PrepareFailed | None = None,
+    ) -> None:
         self.sockets = sockets
         self.registration = Registration(str(sockets.plugin))
         self._dra = grpc.server(futures.ThreadPoolExecutor(max_workers=workers))
-        v1_grpc.add_DRAPluginServicer_to_server(DraV1(preparer), self._dra)
-        v1beta1_grpc.add_DRAPluginServicer_to_server(DraV1beta1(preparer), self._dra)
+        v1_grpc.add_DRAPluginServicer_to_server(DraV1(preparer, on_prepare_failed), self._dra)
+        v1beta1_grpc.add_DRAPluginServicer_to_server(
+            DraV1beta1(preparer, on_prepare_failed), self._dra
+        )
         self._reg = grpc.server(futures.ThreadPoolExecutor(max_workers=1))
         reg_grpc.add_RegistrationServicer_to_server(self.registration, self._reg)
 

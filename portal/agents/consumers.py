@@ -92,7 +92,8 @@ class AgentConsumer(AsyncWebsocketConsumer):
         try:
             for item in events:
                 await self.channel_layer.group_send(project_group(item.project_id), item.event)
-            if events or msg.gpus:  # the support console's fleet view follows slices and GPUs
+            # the support console follows slices, GPUs and the agent's findings (its alerts)
+            if events or msg.gpus or msg.findings:
                 await self.channel_layer.group_send(FLEET_GROUP, {"type": "fleet.changed"})
         except RedisError as exc:  # stored already; viewers get the next report, or a snapshot
             log.warning("live update of node %s not published (Redis: %s)", self.node, exc)

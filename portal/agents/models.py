@@ -28,6 +28,12 @@ class NodeToken(models.Model):
     last_seen_at = models.DateTimeField(null=True, blank=True, editable=False)
     gpus = models.JSONField(default=list, blank=True, editable=False, help_text="latest GPUs")
     dropped_messages = models.PositiveBigIntegerField(default=0, editable=False)
+    findings = models.JSONField(
+        default=list,
+        blank=True,
+        editable=False,
+        help_text="the agent's last findings for support (tranche.agent_protocol.Finding)",
+    )
 
     class Meta:
         ordering = ["node_name"]

@@ -34,6 +34,7 @@ from tranche.agent_protocol import (
 )
 
 TOKEN_BYTES = 32
+FINDINGS_KEPT = 50  # per node: the support console's alerts of the last day fit
 # PodSliceStatus column of each reported pod field; namespace and pod name identify the row.
 POD_COLUMNS = {f: c for f, c in columns_of(PodReport).items() if f not in ("namespace", "pod")}
 
@@ -192,9 +193,9 @@ def record_status(node_name: str, msg: StatusMessage) -> list[Published]:
         ).delete()
         if deleted and r["namespace"] in projects:
             events.append(_removed_event(projects[r["namespace"]], r))
-    NodeToken.objects.filter(node_name=node_name).update(
-        last_seen_at=timezone.now(),
-        gpus=msg.gpus,
-        dropped_messages=msg.dropped,
-    )
+    seen = {"last_seen_at": timezone.now(), "gpus": msg.gpus, "dropped_messages": msg.dropped}
+    if msg.findings:  # rare; the node's own agent is the only writer of its row
+        kept = NodeToken.objects.filter(node_name=node_name).values_list("findings", flat=True)
+        seen["findings"] = [*(kept.first() or []), *msg.findings][-FINDINGS_KEPT:]
+    NodeToken.objects.filter(node_name=node_name).update(**seen)
     return events

@@ -96,6 +96,7 @@ def alerts(now: datetime | None = None) -> list[Alert]:
             out.append(
                 Alert("agent-silent", f"Agent of {token.node_name} silent (last seen {seen}).")
             )
+    out += agent_findings(now)
     for state in PodState.objects.filter(
         phase="Pending", created_at__lt=now - PENDING_TOO_LONG
     ).select_related("project"):
@@ -118,6 +119,33 @@ def alerts(now: datetime | None = None) -> list[Alert]:
                 order.project_id,
             )
         )
+    return out
+
+
+FINDING_WORDS = {
+    "backstop-stopped": "Backstop on {node} stopped a process of {where}: {detail}",
+    "nvml-disagrees": "NVML and the core disagree on {node} for {where}: {detail}",
+    "prepare-failed": "Claim {where} failed to prepare on {node}: {detail}",
+}
+
+
+def agent_findings(now: datetime) -> list[Alert]:
+    """What node agents found in the last day (newest first), linked to the project of the
+    namespace when one owns it."""
+    since = (now - RECENT_FAILURES).timestamp()
+    found = [
+        (f, token.node_name)
+        for token in NodeToken.objects.filter(revoked_at__isnull=True)
+        for f in token.findings or []
+        if f.get("ts", 0) >= since and f.get("kind") in FINDING_WORDS
+    ]
+    namespaces = {f["namespace"] for f, _ in found}
+    projects = dict(Project.objects.filter(namespace__in=namespaces).values_list("namespace", "pk"))
+    out = []
+    for f, node in sorted(found, key=lambda fn: -fn[0]["ts"]):
+        where = f"{f['namespace']}/{f['subject']}" if f["namespace"] != "-" else f["subject"]
+        words = FINDING_WORDS[f["kind"]].format(node=node, where=where, detail=f["detail"])
+        out.append(Alert(f["kind"], words, projects.get(f["namespace"])))
     return out
 
 

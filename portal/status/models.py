@@ -8,6 +8,8 @@ from __future__ import annotations
 from django.db import models
 
 MAX_ROWS_PER_PROJECT = 500
+EVENTS_SHOWN = 10  # a pod's timeline: its last Warning events (the watcher keeps as many)
+EVENT_MESSAGE_CHARS = 300
 
 
 class PodState(models.Model):
@@ -21,6 +23,11 @@ class PodState(models.Model):
     reason = models.CharField(max_length=32, help_text="reason class (tranche.pod_reasons)")
     words = models.CharField(max_length=600)
     next_step = models.CharField(max_length=300, blank=True)
+    events = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="the pod's recent Warning events, oldest first: [time, reason, message]",
+    )
     created_at = models.DateTimeField(auto_now_add=True, help_text="first seen by the portal")
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -73,7 +73,12 @@ def live_pod_row(project_id: int, namespace: str, pod_name: str) -> PodRow | Non
 
 
 # The cluster's view of every pod (and refused workload): what Kubernetes says, in words.
-CLUSTER_FIELDS = (("pod", "Pod"), ("phase", "Phase"), ("reason", "What is happening / next step"))
+CLUSTER_FIELDS = (
+    ("pod", "Pod"),
+    ("phase", "Phase"),
+    ("reason", "What is happening / next step"),
+    ("events", "Recent warnings"),
+)
 
 
 @dataclass(frozen=True)
@@ -91,10 +96,15 @@ class ClusterRow:
         return [(name, self.cells[name]) for name, _label in CLUSTER_FIELDS]
 
 
+def timeline_text(state: PodState) -> str:
+    """The pod's events as plain text, one line each, newest first: `time reason: message`."""
+    return "\n".join(f"{when} {reason}: {message}" for when, reason, message in state.events[::-1])
+
+
 def cluster_row(state: PodState) -> ClusterRow:
     name = row_name(state.kind, state.name)
     words = state.words + (f" Next: {state.next_step}" if state.next_step else "")
-    cells = {"pod": name, "phase": state.phase, "reason": words}
+    cells = {"pod": name, "phase": state.phase, "reason": words, "events": timeline_text(state)}
     return ClusterRow(key=f"{state.namespace}/{name}", cells=cells, reason=state.reason)
 
 

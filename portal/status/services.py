@@ -19,7 +19,12 @@ from django.db import transaction
 from portal.catalog.models import Product
 from portal.core.groups import project_group
 from portal.orders.models import Subscription
-from portal.status.models import MAX_ROWS_PER_PROJECT, PodState
+from portal.status.models import (
+    EVENT_MESSAGE_CHARS,
+    EVENTS_SHOWN,
+    MAX_ROWS_PER_PROJECT,
+    PodState,
+)
 from portal.tenants.models import Project
 from portal.tenants.services import record_project_resources
 from tranche.pod_reasons import (
@@ -118,7 +123,11 @@ def record_cluster_view(
     pending_words: dict[str, str] = {}
     for pod in sorted(pods, key=lambda p: p.name):
         verdict = classify(pod, facts)
-        wanted[("Pod", pod.name)] = {"phase": pod.phase, "verdict": verdict}
+        wanted[("Pod", pod.name)] = {
+            "phase": pod.phase,
+            "verdict": verdict,
+            "events": timeline_of(pod),
+        }
         if pod.phase == "Pending":
             for cls in pod.gpu_classes:
                 pending_words.setdefault(cls, f"{pod.name}: {verdict.words}")
@@ -143,6 +152,7 @@ def record_cluster_view(
                 "reason": v.reason[:32],
                 "words": v.words[:600],
                 "next_step": v.next_step[:300],
+                "events": want.get("events", []),
             }
             old = stored.get(key)
             if old and all(getattr(old, k) == val for k, val in values.items()):
@@ -160,6 +170,14 @@ def record_cluster_view(
             lambda: _publish(project_id, [(namespace, row_name(k, n)) for k, n in changed])
         )
     return pending_words
+
+
+def timeline_of(pod: PodFacts) -> list[list[str]]:
+    """The pod's stored timeline: its last EVENTS_SHOWN Warning events, each field bounded."""
+    return [
+        [when[:32], reason[:64], message[:EVENT_MESSAGE_CHARS]]
+        for when, reason, message in pod.timeline[-EVENTS_SHOWN:]
+    ]
 
 
 def row_name(kind: str, name: str) -> str:

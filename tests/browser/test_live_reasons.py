@@ -61,3 +61,52 @@ def test_pending_running_oomkilled_without_reload(browser, transactional_db):
             expect(reason).to_contain_text("RAM limit of 512Mi")
         finally:
             context.close()
+
+
+def test_pod_events_timeline_updates_without_reload(browser, transactional_db):
+    """The pod's Warning events appear in its row as the watcher hands them over, newest first,
+    as text (a message with markup is shown, not rendered)."""
+    world = make_world()
+    project, ns = world.project_a, world.project_a.namespace
+    client = Client()
+    client.force_login(world.viewer)
+    session = client.cookies[settings.SESSION_COOKIE_NAME].value
+
+    def cluster_says(pod: PodFacts) -> None:
+        def call() -> None:
+            try:
+                record_cluster_view(
+                    project_id=project.pk, namespace=ns, pods=[pod], refusals=[], quota=None
+                )
+            finally:
+                connections.close_all()
+
+        with ThreadPoolExecutor(1) as pool:
+            pool.submit(call).result(timeout=30)
+
+    pulled = ("2026-12-01T10:00:00Z", "Failed", "Failed to pull image <i>bad:ref</i>")
+    backoff = ("2026-12-01T10:00:30Z", "BackOff", "Back-off pulling image bad:ref")
+    with serve_portal(connection.settings_dict["NAME"]) as portal:
+        base = portal.url.replace("ws://", "http://").removesuffix("/ws/agent/")
+        context = browser.new_context(base_url=base)
+        try:
+            context.add_cookies(
+                [{"name": settings.SESSION_COOKIE_NAME, "value": session, "url": base}]
+            )
+            page = context.new_page()
+            page.goto(f"/projects/{project.pk}/status/")
+            expect(page.locator("#live-status")).to_have_attribute("data-state", "live")
+            row = page.locator("#cluster-pods tr[data-key]", has_text="train")
+            events = row.locator('td[data-field="events"]')
+            cluster_says(PodFacts("train", timeline=(pulled,)))
+            expect(events).to_have_text(
+                "2026-12-01T10:00:00Z Failed: Failed to pull image <i>bad:ref</i>"
+            )
+            expect(events.locator("i")).to_have_count(0)  # text, never markup
+            cluster_says(PodFacts("train", timeline=(pulled, backoff)))
+            expect(events).to_contain_text(
+                "2026-12-01T10:00:30Z BackOff: Back-off pulling image bad:ref\n"
+                "2026-12-01T10:00:00Z Failed"
+            )
+        finally:
+            context.close()

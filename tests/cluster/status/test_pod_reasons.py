@@ -168,6 +168,21 @@ def test_capacity_busy_when_every_gpu_is_full(tenant, kube_cluster, fake_gpu_nod
             20,
             "the quota page's Pending column to say capacity busy",
         )
+        # The scheduler's Warning event is on the pod's row as written: time (its eventTime,
+        # with microseconds), reason, message.
+        timeline = wait_for(
+            lambda: next(
+                (r["events"] for k, r in page.rows().items()
+                 if k.endswith("/waits") and "FailedScheduling:" in r.get("events", "")),
+                None,
+            ),
+            30,
+            "the pod's FailedScheduling event on its row",
+            lambda: str(page.rows()),
+        )  # fmt: skip
+        assert re.search(
+            r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z FailedScheduling: 0/\d+ nodes", timeline
+        ), timeline
     finally:
         page.watcher.close()
 

@@ -90,3 +90,50 @@ def test_quota_status_feeds_cpu_and_memory_used(world):
     record_cluster_view(project_id=project.pk, namespace=ns, pods=[], refusals=[], quota=quota)
     project = Project.objects.get(pk=project.pk)
     assert (project.cpu_used_millicores, project.memory_used_mib) == (7500, 3072)
+
+
+def test_pod_events_timeline_is_shown_as_text_live_and_on_load(world):
+    """Data written is data shown: the watcher's Warning events of a pod (time, reason, message)
+    reach the open page's row and the page as loaded, newest first, markup kept as text."""
+    from django.test import Client
+    from django.urls import reverse
+
+    project, ns = world.project_a, world.project_a.namespace
+    timeline = (
+        ("2026-12-01T10:00:00Z", "FailedScheduling", "0/2 nodes are available"),
+        ("2026-12-01T10:05:00Z", "BackOff", "Back-off pulling image <b>bad:ref</b>"),
+    )
+    pod = PodFacts("train", gpu_classes=(CLS,), unschedulable_message=FULL, timeline=timeline)
+
+    def record():
+        return record_cluster_view(
+            project_id=project.pk, namespace=ns, pods=[pod], refusals=[], quota=None
+        )
+
+    async def scenario() -> dict:
+        page = await _watch(world.member, project.pk)
+        await page.receive_json_from(timeout=5)
+        await database_sync_to_async(record)()
+        row = await page.receive_json_from(timeout=5)
+        await page.disconnect()
+        return row
+
+    row = asyncio.run(scenario())
+    assert row["cells"]["events"] == (
+        "2026-12-01T10:05:00Z BackOff: Back-off pulling image <b>bad:ref</b>\n"
+        "2026-12-01T10:00:00Z FailedScheduling: 0/2 nodes are available"
+    )
+    assert PodState.objects.get(namespace=ns, name="train").events == [list(e) for e in timeline]
+    client = Client()
+    client.force_login(world.member)
+    html = client.get(reverse("project_status", args=[project.pk])).content.decode()
+    assert "2026-12-01T10:05:00Z BackOff: Back-off pulling image &lt;b&gt;bad:ref&lt;/b&gt;" in html
+    assert "<b>bad:ref</b>" not in html
+    assert '<th scope="col" data-field="events">Recent warnings</th>' in html
+    # bounded: only the last EVENTS_SHOWN events are kept, each message cut to its column
+    many = tuple((f"T{i:02d}", "BackOff", "m" * 1000) for i in range(25))
+    pod = PodFacts("train", gpu_classes=(CLS,), unschedulable_message=FULL, timeline=many)
+    record()
+    stored = PodState.objects.get(namespace=ns, name="train").events
+    assert [e[0] for e in stored] == [f"T{i:02d}" for i in range(15, 25)]
+    assert {len(e[2]) for e in stored} == {300}

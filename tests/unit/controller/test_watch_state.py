@@ -95,3 +95,38 @@ def test_a_running_pod_adds_no_pending_slices() -> None:
     }
     state.apply("pods", "ADDED", pod)
     assert state.usage("n") == {}
+
+
+def _pod_warning(name: str, reason: str, message: str, when: str, count: int = 1) -> dict:
+    return {
+        "metadata": {"namespace": "n", "name": name, "creationTimestamp": "2026-12-01T00:00:00Z"},
+        "involvedObject": {"kind": "Pod", "name": "train"},
+        "type": "Warning", "reason": reason, "message": message,
+        "lastTimestamp": when, "count": count,
+    }  # fmt: skip
+
+
+def test_pod_timeline_keeps_each_warning_once_with_its_latest_time() -> None:
+    state = ClusterState()
+    state.apply("pods", "ADDED", {"metadata": {"namespace": "n", "name": "train"},
+                                 "spec": {}, "status": {"phase": "Pending"}})  # fmt: skip
+    state.apply("events", "ADDED", _pod_warning("e1", "FailedScheduling", "no GPU free", "T1"))
+    state.apply("events", "ADDED", _pod_warning("e2", "BackOff", "back-off pulling", "T2"))
+    # the scheduler repeats e1: the same Event object, MODIFIED with a later time
+    state.apply(
+        "events", "MODIFIED", _pod_warning("e1", "FailedScheduling", "no GPU free", "T3", 2)
+    )
+    (facts,) = state.cluster_view("n")["pods"]
+    assert facts.timeline == (
+        ("T2", "BackOff", "back-off pulling"),
+        ("T3", "FailedScheduling", "no GPU free"),
+    )
+    assert facts.events == (("BackOff", "back-off pulling"), ("FailedScheduling", "no GPU free"))
+    # an events.k8s.io writer sets eventTime only; a series repeat sets lastObservedTime
+    bare = _pod_warning("e3", "Failed", "x", "")
+    bare.pop("lastTimestamp")
+    bare["eventTime"] = "T4"
+    state.apply("events", "ADDED", bare)
+    bare["series"] = {"lastObservedTime": "T5", "count": 2}
+    state.apply("events", "MODIFIED", bare)
+    assert state.cluster_view("n")["pods"][0].timeline[-1] == ("T5", "Failed", "x")

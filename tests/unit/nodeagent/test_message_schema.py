@@ -81,3 +81,29 @@ def test_out_of_bounds_pod_fields_are_refused_naming_the_field(
     stream.offer(gpus, {k: {**p, **change} for k, p in pods.items()})
     with pytest.raises(MessageRejectedError, match=field.replace("[", r"\[").replace("]", r"\]")):
         parse_status(stream.buffer[0], None, NODE)
+
+
+def test_findings_are_optional_typed_and_bounded(tmp_path: Path) -> None:
+    """An agent from before findings (no `findings` key) stays valid; the agent's own findings
+    validate; an unknown kind or an over-long detail is refused naming the field."""
+    collector = _collector(tmp_path)
+    collector.report("nvml-disagrees", "acme-ml", "pod-a", "NVML sees more " * 100)
+    stream = StatusStream("ws://portal.invalid/ws/agent/", NODE, "token")
+    gpus, pods = collector.collect()
+    stream.offer(gpus, pods, collector.take_findings())
+    msg = parse_status(stream.buffer[0], None, NODE)
+    (finding,) = msg.findings
+    assert finding["kind"] == "nvml-disagrees"
+    assert len(finding["detail"]) == 500  # cut to its bound by the agent, not refused
+    old = json.loads(stream.buffer[0])
+    del old["findings"]
+    assert parse_status(json.dumps(old), None, NODE).findings == []
+    bad = json.loads(stream.buffer[0])
+    bad["findings"][0]["kind"] = "everything-fine"
+    with pytest.raises(MessageRejectedError, match=r"findings\[0\]\.kind must be 'backstop"):
+        parse_status(json.dumps(bad), None, NODE)
+    bad["findings"][0] |= {"kind": "prepare-failed", "detail": "x" * 501}
+    with pytest.raises(
+        MessageRejectedError, match=r"findings\[0\]\.detail must be a str of 1\.\.500"
+    ):
+        parse_status(json.dumps(bad), None, NODE)

@@ -68,9 +68,6 @@ def test_pod_events_timeline_updates_without_reload(browser, transactional_db):
     as text (a message with markup is shown, not rendered)."""
     world = make_world()
     project, ns = world.project_a, world.project_a.namespace
-    client = Client()
-    client.force_login(world.viewer)
-    session = client.cookies[settings.SESSION_COOKIE_NAME].value
 
     def cluster_says(pod: PodFacts) -> None:
         def call() -> None:
@@ -87,12 +84,8 @@ def test_pod_events_timeline_updates_without_reload(browser, transactional_db):
     pulled = ("2026-12-01T10:00:00Z", "Failed", "Failed to pull image <i>bad:ref</i>")
     backoff = ("2026-12-01T10:00:30Z", "BackOff", "Back-off pulling image bad:ref")
     with serve_portal(connection.settings_dict["NAME"]) as portal:
-        base = portal.url.replace("ws://", "http://").removesuffix("/ws/agent/")
-        context = browser.new_context(base_url=base)
+        context = signed_in_context(browser, world.viewer, portal.http_base)
         try:
-            context.add_cookies(
-                [{"name": settings.SESSION_COOKIE_NAME, "value": session, "url": base}]
-            )
             page = context.new_page()
             page.goto(f"/projects/{project.pk}/status/")
             expect(page.locator("#live-status")).to_have_attribute("data-state", "live")

@@ -9,19 +9,20 @@ killer ends it; the watcher carries the status to the portal.
 
 from __future__ import annotations
 
-import secrets
-
 import pytest
 from django.db import connection
 from kubernetes import client
 
 from controller.watch import Watcher
-from deploy.devcluster.nodes import create_fake_gpu_nodes, delete_fake_nodes
+from deploy.devcluster.nodes import delete_fake_nodes
 from nodeagent.sim import cgroups
-from portal.agents import services
 from portal.status.models import PodState
-from portal.tenants.models import Organization, Project
-from tests.cluster.nodeagent.conftest import agent_slices, create_template, describe_pod
+from tests.cluster.nodeagent.conftest import (
+    agent_slices,
+    create_template,
+    describe_pod,
+    sim_project_on_a_node,
+)
 from tests.helpers.portal import serve_portal
 from tests.helpers.skips import needs_native_sim
 from tests.helpers.wait import wait_for
@@ -69,11 +70,7 @@ def test_pod_over_its_ram_limit_is_oomkilled_137_and_the_portal_says_so(
 ):
     api = kube_cluster.api_client
     core = client.CoreV1Api(api)
-    org = Organization.objects.create(name="Sim", slug=f"sim-{secrets.token_hex(3)}")
-    project = Project.objects.create(organization=org, name="ML", slug="ml", namespace=namespace)
-    node = create_fake_gpu_nodes(api, 1, prefix=f"tr-oom-{secrets.token_hex(2)}")[0]
-    token_file = tmp_path / "token"
-    token_file.write_text(services.issue_node_token(node))
+    project, node, token_file = sim_project_on_a_node(api, namespace, tmp_path, "tr-oom")
     watcher = Watcher(api, flush_interval=0.3)
     try:
         with serve_portal(connection.settings_dict["NAME"]) as portal:

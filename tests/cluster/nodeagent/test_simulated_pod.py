@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import secrets
 import time
 from pathlib import Path
 
@@ -23,16 +22,16 @@ from django.db import connection
 from kubernetes import client
 
 from controller.watch import Watcher
-from deploy.devcluster.nodes import create_fake_gpu_nodes, delete_fake_nodes
+from deploy.devcluster.nodes import delete_fake_nodes
 from nodeagent import cdi
-from portal.agents import selectors, services
-from portal.tenants.models import Organization, Project
+from portal.agents import selectors
 from tests.cluster.nodeagent.conftest import (
     agent_slices,
     claim_of_pod,
     create_pod,
     create_template,
     describe_pod,
+    sim_project_on_a_node,
 )
 from tests.helpers.portal import serve_portal
 from tests.helpers.skips import needs_native_sim
@@ -65,11 +64,7 @@ def test_pod_over_its_slice_is_refused_and_the_portal_shows_it(
     began = time.monotonic()
     api = kube_cluster.api_client
     core = client.CoreV1Api(api)
-    org = Organization.objects.create(name="Sim", slug=f"sim-{secrets.token_hex(3)}")
-    project = Project.objects.create(organization=org, name="ML", slug="ml", namespace=namespace)
-    node = create_fake_gpu_nodes(api, 1, prefix=f"tr-sim-{secrets.token_hex(2)}")[0]
-    token_file = tmp_path / "token"
-    token_file.write_text(services.issue_node_token(node))
+    project, node, token_file = sim_project_on_a_node(api, namespace, tmp_path, "tr-sim")
     # the watcher tells the portal which node each pod is bound to; the portal accepts a pod's
     # report only from that node (issue #14), so the path runs with it as in production
     watcher = Watcher(api, flush_interval=0.3)

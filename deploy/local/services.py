@@ -15,6 +15,7 @@ import secrets
 import shutil
 import socket
 import subprocess
+import time
 from dataclasses import dataclass
 from glob import glob
 from pathlib import Path
@@ -144,9 +145,29 @@ def _pg_owner_ok(lay: Layout) -> None:
         )
 
 
+def _set_orphaned_data_aside(lay: Layout) -> Path | None:
+    """Move aside a data folder that outlived its checkout's secrets; returns where it went.
+
+    A data folder outside the state folder (a clone under /root keeps it under /var/tmp, named
+    from the checkout's path) survives deleting the clone; a new clone at the same path then finds
+    it while its passwords went with the old clone's secrets, and every connection is refused
+    ("password authentication failed"). Without those secrets nothing of Tranche can use it, so it
+    is kept under another name and a new cluster is made."""
+    if lay.pg_root == lay.state / "pg" or (lay.secrets / "db-admin-password").exists():
+        return None
+    if not (lay.pg_data / "PG_VERSION").exists() or read_pid(lay.pg_data / "postmaster.pid"):
+        return None
+    aside = lay.pg_root.with_name(f"{lay.pg_root.name}.orphaned-{int(time.time())}")
+    lay.pg_root.rename(aside)
+    return aside
+
+
 def start_postgres(lay: Layout) -> str:
     if os.environ.get("TRANCHE_DB_HOST"):
         return f"PostgreSQL: using existing server at {os.environ['TRANCHE_DB_HOST']}"
+    aside = _set_orphaned_data_aside(lay)
+    if aside:
+        print(f"PostgreSQL: data whose passwords went with an earlier checkout moved to {aside}")
     password = secret(lay, "db-password")
     admin_password = secret(lay, "db-admin-password")
     _pg_owner_ok(lay)

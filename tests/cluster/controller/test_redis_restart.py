@@ -74,7 +74,8 @@ def test_redis_restart_mid_reconcile(make_tenant, controller_settings, kube_clus
     queue = f"restart-{secrets.token_hex(3)}"
     tenants = [make_tenant() for _ in range(PROJECTS)]
     orders = [t.order(CLASS, 1).pk for t in tenants]
-    broker = Celery(broker=redis.url)
+    # not the current app: shared tasks sent later in this session must keep the portal's broker
+    broker = Celery(broker=redis.url, set_as_current=False)
     for t in tenants:  # what the portal sends on commit, to this test's broker
         broker.send_task("controller.reconcile_project", args=[t.project.pk], queue=queue)
 

@@ -8,6 +8,8 @@ let the scheduler do its real volume-binding work. Idempotent: existing objects 
 
 from __future__ import annotations
 
+import time
+
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
@@ -42,6 +44,21 @@ def _recycle_released(core: client.CoreV1Api) -> set[str]:
     return recycled
 
 
+def _wait_gone(core: client.CoreV1Api, names: set[str], timeout: float = 15.0) -> None:
+    """Deletion waits for the pv-protection finalizer; recreating before it is gone meets a 409
+    and the volume would only be made by the next call."""
+    deadline = time.monotonic() + timeout
+    for name in names:
+        while time.monotonic() < deadline:
+            try:
+                core.read_persistent_volume(name)
+            except ApiException as exc:
+                if exc.status == 404:
+                    break
+                raise
+            time.sleep(0.2)  # polling the API server for the deletion, not a test sleep
+
+
 def ensure_demo_volumes(api: client.ApiClient, count: int = 16, size: str = "100Gi") -> int:
     """Make sure the default StorageClass and `count` static volumes exist; returns how many
     objects were missing (a released volume recreated in place is a replacement, not counted:
@@ -66,6 +83,7 @@ def ensure_demo_volumes(api: client.ApiClient, count: int = 16, size: str = "100
         )
     )
     recycled = _recycle_released(core)
+    _wait_gone(core, recycled)
     for i in range(count):
         name = f"tranche-demo-pv-{i:02d}"
         made = _create(

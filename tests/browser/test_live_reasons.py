@@ -21,22 +21,32 @@ OOM = ContainerFacts(
 )
 
 
+def _cluster_says(project, pod: PodFacts) -> None:
+    """Hand `pod` to the portal as the watcher does, from its own thread (playwright's loop runs
+    in this one)."""
+
+    def call() -> None:
+        try:
+            record_cluster_view(
+                project_id=project.pk,
+                namespace=project.namespace,
+                pods=[pod],
+                refusals=[],
+                quota=None,
+            )
+        finally:
+            connections.close_all()
+
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(call).result(timeout=30)
+
+
 def test_pending_running_oomkilled_without_reload(browser, transactional_db):
     world = make_world()
-    project, ns = world.project_a, world.project_a.namespace
+    project = world.project_a
 
     def cluster_says(pod: PodFacts) -> None:
-        # The watcher calls from its own thread (playwright's loop runs in this one).
-        def call() -> None:
-            try:
-                record_cluster_view(
-                    project_id=project.pk, namespace=ns, pods=[pod], refusals=[], quota=None
-                )
-            finally:
-                connections.close_all()
-
-        with ThreadPoolExecutor(1) as pool:
-            pool.submit(call).result(timeout=30)
+        _cluster_says(project, pod)
 
     with serve_portal(connection.settings_dict["NAME"]) as portal:
         base = portal.http_base
@@ -67,19 +77,10 @@ def test_pod_events_timeline_updates_without_reload(browser, transactional_db):
     """The pod's Warning events appear in its row as the watcher hands them over, newest first,
     as text (a message with markup is shown, not rendered)."""
     world = make_world()
-    project, ns = world.project_a, world.project_a.namespace
+    project = world.project_a
 
     def cluster_says(pod: PodFacts) -> None:
-        def call() -> None:
-            try:
-                record_cluster_view(
-                    project_id=project.pk, namespace=ns, pods=[pod], refusals=[], quota=None
-                )
-            finally:
-                connections.close_all()
-
-        with ThreadPoolExecutor(1) as pool:
-            pool.submit(call).result(timeout=30)
+        _cluster_says(project, pod)
 
     pulled = ("2026-12-01T10:00:00Z", "Failed", "Failed to pull image <i>bad:ref</i>")
     backoff = ("2026-12-01T10:00:30Z", "BackOff", "Back-off pulling image bad:ref")

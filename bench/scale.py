@@ -1,0 +1,360 @@
+"""Scale: a simulated GPU fleet with its tenants on a real control plane, measured step by step.
+
+`python bench/scale.py --size full` builds, on a private control plane (etcd, kube-apiserver,
+kube-controller-manager, kube-scheduler and kwok, started here and purged at the end): 125 kwok
+nodes x 8 simulated GPUs (V100 and A100 nodes alternating) published as ResourceSlices, 500
+organizations with one project each that bought 8 quarter slices through the portal's order
+service, and 4,000 pods (one Deployment of 8 per project) whose claims the real scheduler
+allocates, with the portal, a worker, beat and the watcher running as `make run` starts them. It
+grows in four steps (1/8, 1/4, 1/2, full) and measures at each:
+
+- bulk buy: every new tenant's order placed at once -> all active (p50/p99, total);
+- claim allocation: new pods -> every claim allocated (claims/s);
+- order -> active p50/p99 of resize orders while the fleet is busy, and the same project's
+  objects applied directly with one server-side apply each (baseline), side by side: the ratio;
+- no-op resync of every project: seconds, API calls by verb and kind, writes, database queries;
+- watcher CPU seconds and peak RSS; the one real node agent's CPU at 32 containers;
+- portal: quota and live page latency at 50 clients, websocket fan-out to 200 viewers;
+- a node lost (Node deleted, its publisher gone): time until its pods' replacements are Pending
+  as Unschedulable in the API, and until the portal's pod rows say "CapacityBusy"; then recovery.
+
+`--size small` (CI's bench tier) runs two tiny steps with short phases: it asserts only that it
+completes and writes its figures. Figures print as they come and go to
+bench/results/scale.json (`--output` elsewhere); `--keep-logs DIR` keeps the processes' logs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import sys
+import time
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+sys.path[:0] = [str(ROOT), str(BENCH)]
+DB_NAME = "tranche_scale"
+os.environ["TRANCHE_DB_NAME"] = DB_NAME
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
+os.environ.setdefault("TRANCHE_DEBUG", "1")
+os.environ["TRANCHE_DB_POOL_MAX_SIZE"] = "4"
+# The beat's resync would run beside the measured one; a long period keeps it out of the way
+# (the measured resync is the same code).
+os.environ["TRANCHE_RESYNC_SECONDS"] = "3600"
+
+from scalekit import fleet  # noqa: E402
+from scalekit.stack import Stack  # noqa: E402
+
+# nodes per step; tenants = 4 x nodes, slices = 32 x nodes
+SIZES = {"full": (16, 32, 63, 125), "small": (2, 4)}
+PHASES = {  # seconds of each timed phase, and order probes per step
+    "full": {"pages": 15, "fanout": 10, "agent": 30, "probes": 30, "fanout_viewers": 200},
+    "small": {"pages": 2, "fanout": 2, "agent": 3, "probes": 4, "fanout_viewers": 10},
+}
+PAGE_USER_PASSWORD = secrets.token_urlsafe(12)
+
+
+def percentile(values: list[float], pct: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(pct / 100 * (len(ordered) - 1)))]
+
+
+def summary(values: list[float]) -> dict:
+    return {
+        "n": len(values),
+        "p50_s": round(percentile(values, 50), 3),
+        "p99_s": round(percentile(values, 99), 3),
+    }
+
+
+def say(text: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {text}", flush=True)
+
+
+def prepare_database() -> None:
+    """A fresh bench database (dropped and created), migrated."""
+    import psycopg
+    from psycopg import sql
+
+    from portal import settings
+
+    db = settings.DATABASES["default"]
+    with psycopg.connect(
+        host=db["HOST"], port=db["PORT"], user=db["USER"], password=db["PASSWORD"],
+        dbname="postgres", autocommit=True,
+    ) as conn:  # fmt: skip
+        conn.execute(
+            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(DB_NAME))
+        )
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(DB_NAME)))
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+    from portal.catalog.seed import ensure_a100_line, ensure_catalogue
+
+    ensure_catalogue()
+    ensure_a100_line()
+
+
+class Scale:
+    def __init__(self, size: str, stack: Stack) -> None:
+        self.size = size
+        self.phases = PHASES[size]
+        self.stack = stack
+        self.api = None
+        self.tenants: list[fleet.Tenant] = []
+        self.nodes = 0
+        self.quantity: dict[int, int] = {}
+        self.steps: list[dict] = []
+
+    # -- growth -----------------------------------------------------------------------------
+    def grow(self, nodes: int) -> dict:
+        fig: dict = {"nodes": nodes, "gpus": nodes * fleet.GPUS_PER_NODE}
+        new_nodes = range(self.nodes, nodes)
+        began = time.monotonic()
+        fleet.create_nodes(self.api, new_nodes)
+        fleet.publish_slices(self.api, new_nodes)
+        fleet.wait(
+            lambda: sum(fleet.published_devices(self.api).values()) >= fig["gpus"],
+            120, f"{fig['gpus']} GPUs published", 1,
+        )  # fmt: skip
+        fig["nodes_ready_and_published_s"] = round(time.monotonic() - began, 1)
+        self.nodes = nodes
+
+        first = len(self.tenants)
+        new = fleet.create_tenants(range(first, nodes * fleet.TENANTS_PER_NODE))
+        self.tenants += new
+        began = time.monotonic()
+        ids = [fleet.order(t, fleet.SLICES_PER_TENANT) for t in new]
+        for t in new:
+            self.quantity[t.index] = fleet.SLICES_PER_TENANT
+        placed = time.monotonic() - began
+        fleet.wait(lambda: fleet.active_count(ids) == len(ids), 900, f"{len(ids)} orders active", 1)
+        fig["tenants"] = len(self.tenants)
+        fig["bulk_buy"] = {
+            **summary(list(fleet.order_latencies(ids).values())),
+            "orders": len(ids),
+            "placed_in_s": round(placed, 1),
+            "all_active_in_s": round(time.monotonic() - began, 1),
+        }
+        say(f"{nodes} nodes: {len(ids)} new orders active: {fig['bulk_buy']}")
+
+        slices = nodes * fleet.GPUS_PER_NODE * fleet.SLICES_PER_GPU
+        began = time.monotonic()
+        fleet.create_workloads(self.api, new)
+        fleet.wait(
+            lambda: fleet.allocated_claims(self.api) >= slices,
+            1200,
+            f"{slices} claims allocated",
+            2,
+        )
+        took = time.monotonic() - began
+        new_claims = len(new) * fleet.SLICES_PER_TENANT
+        fig["allocation"] = {
+            "claims_total": slices,
+            "claims_new": new_claims,
+            "seconds": round(took, 1),
+            "claims_per_s": round(new_claims / took, 1),
+        }
+        fleet.wait(
+            lambda: sum(fleet.running_on(fleet.bench_pods(self.api)).values()) >= slices,
+            300, f"{slices} pods Running", 2,
+        )  # fmt: skip
+        say(f"{nodes} nodes: allocation {fig['allocation']}")
+        return fig
+
+    # -- measurements ------------------------------------------------------------------------
+    def order_probes(self, count: int) -> dict:
+        """Resize orders one after another (each waits for active); then the baseline: the same
+        project's objects applied directly, one server-side apply each."""
+        from controller import desired
+        from controller.apply import Applier, shared_api_client
+        from controller.render.bundle import render_project
+
+        step = max(1, len(self.tenants) // count)
+        chosen = self.tenants[::step][:count]
+        latencies, direct = [], []
+        for t in chosen:
+            self.quantity[t.index] = 9 if self.quantity[t.index] == 8 else 8
+            oid = fleet.order(t, self.quantity[t.index])
+            fleet.wait(lambda oid=oid: fleet.active_count([oid]) == 1, 120, f"order {oid}", 0.02)
+            latencies += fleet.order_latencies([oid]).values()
+        applier = Applier(shared_api_client())
+        for t in chosen:
+            objects = render_project(desired.load_project(t.project_id).spec)
+            began = time.perf_counter()
+            for obj in objects:
+                applier.apply(obj)
+            direct.append(time.perf_counter() - began)
+        ctl, base = summary(latencies), summary(direct)
+        return {
+            "controller": ctl,
+            "direct_apply": {**base, "objects_per_project": len(objects)},
+            "ratio_p50": round(ctl["p50_s"] / base["p50_s"], 2),
+            "ratio_p99": round(ctl["p99_s"] / base["p99_s"], 2),
+        }
+
+    def resync(self) -> dict:
+        try:
+            from scalekit import resync
+        except ImportError:
+            return self._resync_fallback()
+        return resync.measure_noop_resync()
+
+    def _resync_fallback(self) -> dict:
+        from collections import Counter
+
+        from django.db import connection
+
+        from controller import apply, reconcile
+
+        queries = Counter()
+
+        def count(execute, sql, params, many, context):
+            queries["n"] += 1
+            return execute(sql, params, many, context)
+
+        before = Counter(apply.CALLS)
+        began = time.monotonic()
+        with connection.execute_wrapper(count):
+            results = reconcile.resync_all()
+        calls = apply.CALLS - before
+        return {
+            "projects": len(results),
+            "seconds": round(time.monotonic() - began, 2),
+            "writes": sum(r.writes for r in results),
+            "calls": dict(calls),
+            "queries": queries["n"],
+        }
+
+    def watcher(self) -> dict:
+        st = self.stack.stats("watcher")
+        return {
+            "cpu_seconds": st.cpu_seconds,
+            "rss_mib": st.rss_mib,
+            "peak_rss_mib": st.peak_rss_mib,
+        }
+
+    def node_lost(self) -> dict:
+        """Delete the last fleet node; replacements of its pods must go Pending (the fleet is
+        full) and the portal must say so; then put the node back and wait for recovery."""
+        from kubernetes import client
+
+        from portal.status.models import PodState
+        from tranche.pod_reasons import CAPACITY_BUSY
+
+        index = self.nodes - 1
+        name = fleet.node_name(index)
+        pods = [p for p in fleet.bench_pods(self.api) if p["spec"].get("nodeName") == name]
+        lost: dict[str, int] = {}
+        for p in pods:
+            lost[p["metadata"]["namespace"]] = lost.get(p["metadata"]["namespace"], 0) + 1
+        began = time.monotonic()
+        client.CoreV1Api(self.api).delete_node(name)
+
+        def pending_in_api() -> bool:
+            now = fleet.bench_pods(self.api)
+            if any(p["spec"].get("nodeName") == name for p in now):
+                return False
+            waiting: dict[str, int] = {}
+            for p in now:
+                if fleet.unschedulable(p):
+                    ns = p["metadata"]["namespace"]
+                    waiting[ns] = waiting.get(ns, 0) + 1
+            return all(waiting.get(ns, 0) >= n for ns, n in lost.items())
+
+        def shown_in_portal() -> bool:
+            rows = PodState.objects.filter(
+                namespace__in=list(lost), kind="Pod", phase="Pending", reason=CAPACITY_BUSY
+            ).values_list("namespace", flat=True)
+            seen: dict[str, int] = {}
+            for ns in rows:
+                seen[ns] = seen.get(ns, 0) + 1
+            return all(seen.get(ns, 0) >= n for ns, n in lost.items())
+
+        api_s = portal_s = None
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and (api_s is None or portal_s is None):
+            if api_s is None and pending_in_api():
+                api_s = time.monotonic() - began
+            if portal_s is None and shown_in_portal():
+                portal_s = time.monotonic() - began
+            time.sleep(0.5)
+        fig = {
+            "node": name,
+            "pods_lost": len(pods),
+            "projects": len(lost),
+            "pending_in_api_s": round(api_s, 1) if api_s is not None else None,
+            "shown_in_portal_s": round(portal_s, 1) if portal_s is not None else None,
+        }
+        began = time.monotonic()
+        fleet.create_nodes(self.api, range(index, index + 1))
+        fleet.publish_slices(self.api, range(index, index + 1))
+        slices = self.nodes * fleet.GPUS_PER_NODE * fleet.SLICES_PER_GPU
+        fleet.wait(
+            lambda: sum(fleet.running_on(fleet.bench_pods(self.api)).values()) >= slices,
+            300, "pods Running again after the node came back", 2,
+        )  # fmt: skip
+        fig["recovered_s"] = round(time.monotonic() - began, 1)
+        return fig
+
+    def step(self, nodes: int) -> dict:
+        fig = self.grow(nodes)
+        fig["watcher_after_growth"] = self.watcher()
+        fig["order_to_active"] = self.order_probes(self.phases["probes"])
+        say(f"{nodes} nodes: order -> active {fig['order_to_active']}")
+        fig["noop_resync"] = self.resync()
+        say(f"{nodes} nodes: no-op resync {fig['noop_resync']}")
+        fig["node_lost"] = self.node_lost()
+        say(f"{nodes} nodes: node lost {fig['node_lost']}")
+        fig["watcher"] = self.watcher()
+        say(f"{nodes} nodes: watcher {fig['watcher']}")
+        return fig
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
+    parser.add_argument("--size", choices=sorted(SIZES), default="small")
+    parser.add_argument("--output", type=Path, default=BENCH / "results" / "scale.json")
+    parser.add_argument("--keep-logs", type=Path, help="copy the processes' logs here at the end")
+    args = parser.parse_args()
+
+    stack = Stack(db_name=DB_NAME)
+    started = time.monotonic()
+    result: dict = {"size": args.size, "cpus": os.cpu_count(), "steps": []}
+    try:
+        stack.start_services()
+        say("starting a private control plane")
+        stack.start_cluster()
+        stack.configure()
+        prepare_database()
+        stack.start_platform()
+        say(f"portal {stack.url}, worker, beat, watcher running (logs {stack.state / 'logs'})")
+        from controller.apply import shared_api_client
+
+        scale = Scale(args.size, stack)
+        scale.api = shared_api_client()
+        for nodes in SIZES[args.size]:
+            result["steps"].append(scale.step(nodes))
+            args.output.parent.mkdir(parents=True, exist_ok=True)
+            args.output.write_text(json.dumps(result, indent=2))
+    finally:
+        stack.close(keep_logs=args.keep_logs)
+    result["wall_s"] = round(time.monotonic() - started, 1)
+    args.output.write_text(json.dumps(result, indent=2))
+    print(json.dumps(result, indent=2))
+    say(f"written to {args.output}; everything the bench started is stopped")
+
+
+if __name__ == "__main__":
+    main()

@@ -149,6 +149,21 @@ def store_outcome(outcome: ProjectOutcome) -> int:
     return written
 
 
+def changes_nothing(outcome: ProjectOutcome, stored: dict[int, tuple[dict[str, Any], ...]]) -> bool:
+    """True if `store_outcome(outcome)` would write nothing, judged from the subscriptions'
+    stored conditions in `stored` (subscription id -> conditions) without a query (pure).
+
+    Only an outcome about subscriptions alone can be judged so: one that moves or conditions an
+    order is never said to change nothing (only `store_outcome` reads the orders)."""
+    if outcome.orders:
+        return False
+    return all(
+        _merged(list(stored.get(want.subscription_id, ())), want.conditions,
+                want.observed_generation) is None
+        for want in outcome.subscriptions
+    )  # fmt: skip
+
+
 def mark_order_provisioning(order_id: int) -> bool:
     """pending → provisioning (buy/resize)."""
     return _transition(order_id, S.PROVISIONING)

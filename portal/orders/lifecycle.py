@@ -2,8 +2,9 @@
 
 `store_outcome(outcome)` is the reconcile's one entry point: the order transitions and the order
 and subscription conditions of one reconcile step, written in ONE transaction (a crash leaves
-either all of it or none), each row only if it changes. The single-purpose functions below
-remain for the admin and tests.
+either all of it or none), each row only if it changes; `changes_nothing(outcome, stored)` tells
+without a query whether storing would change anything (the resync skips settled projects with
+it). The single-purpose functions below remain for the admin and tests.
 
 State machine (compare-and-swap `UPDATE … WHERE state IN (allowed sources)`):
     buy/resize: pending → provisioning → active;   pending|provisioning → failed (with reason)

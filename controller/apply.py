@@ -72,8 +72,10 @@ NAMESPACED_MANAGED = [k for k, (_, _, ns) in KINDS.items() if ns]
 RECREATE_ON = {"ResourceClaimTemplate": "immutable", "RoleBinding": "roleRef"}
 PLATFORM_KINDS = [k for k, (_, _, ns) in KINDS.items() if not ns and k[1] != "Namespace"]
 
-# Process-wide totals (all Appliers), for benchmarks and the no-op resync check.
+# Process-wide totals (all Appliers), for benchmarks and the no-op resync check: calls by verb,
+# and LISTs by resource (plural name: "configmaps"), so a list per project shows as growth.
 CALLS: Counter[str] = Counter()
+LISTS: Counter[str] = Counter()
 
 
 class TransientApiError(Exception):
@@ -179,8 +181,9 @@ def http(
 
 
 def _path(api_version: str, kind: str, namespace: str | None, name: str | None = None) -> str:
+    """The object's (or collection's) path; a namespaced kind without namespace: all of them."""
     prefix, plural, namespaced = KINDS[(api_version, kind)]
-    path = prefix + (f"/namespaces/{namespace}" if namespaced else "") + f"/{plural}"
+    path = prefix + (f"/namespaces/{namespace}" if namespaced and namespace else "") + f"/{plural}"
     return path + (f"/{name}" if name else "")
 
 
@@ -191,6 +194,7 @@ class Applier:
     api: client.ApiClient
     field_manager: str = FIELD_MANAGER
     calls: Counter[str] = field(default_factory=Counter)
+    lists: Counter[str] = field(default_factory=Counter)  # resource plural -> LISTs
 
     @property
     def writes(self) -> int:
@@ -199,6 +203,10 @@ class Applier:
     def _call(self, verb: str, method: str, path: str, **kw: Any) -> dict[str, Any] | None:
         self.calls[verb] += 1
         CALLS[verb] += 1
+        if verb == "list":
+            resource = path.rsplit("/", 1)[-1]
+            self.lists[resource] += 1
+            LISTS[resource] += 1
         headers = {"Accept": "application/json"}
         if "content_type" in kw:
             headers["Content-Type"] = kw.pop("content_type")
@@ -223,10 +231,27 @@ class Applier:
     ) -> dict[str, dict[str, Any]]:
         """Live objects of a kind carrying the managed-by label (plus `selector`), by name."""
         sel = MANAGED_SELECTOR + (f",{selector}" if selector else "")
-        body = self._call(
-            "list", "GET", _path(api_version, kind, namespace), query=[("labelSelector", sel)]
-        )
-        return {o["metadata"]["name"]: o for o in (body or {}).get("items", [])}
+        return {
+            o["metadata"]["name"]: o
+            for o in self.list_path(_path(api_version, kind, namespace), sel)
+        }
+
+    def list_managed_everywhere(
+        self, api_version: str, kind: str
+    ) -> dict[str, dict[str, dict[str, Any]]]:
+        """Live managed objects of a namespaced kind in ALL namespaces, in one LIST: namespace ->
+        name -> object (the resync reads each kind once, not once per project)."""
+        by_namespace: dict[str, dict[str, dict[str, Any]]] = {}
+        for obj in self.list_path(_path(api_version, kind, None), MANAGED_SELECTOR):
+            meta = obj["metadata"]
+            by_namespace.setdefault(meta.get("namespace", ""), {})[meta["name"]] = obj
+        return by_namespace
+
+    def list_path(self, path: str, selector: str = "") -> list[dict[str, Any]]:
+        """The items of one LIST request on a collection path (e.g. every ResourceClaim)."""
+        query = [("labelSelector", selector)] if selector else []
+        body = self._call("list", "GET", path, query=query)
+        return (body or {}).get("items", [])
 
     def apply(self, obj: dict[str, Any]) -> dict[str, Any]:
         """Server-side apply with our field manager, taking over conflicting fields."""
@@ -262,22 +287,39 @@ class Applier:
     ) -> list[str]:
         """Apply what differs from `live` (by kind, then name), prune the rest; return changes."""
         changes: list[str] = []
-        wanted: dict[tuple[str, str], set[str]] = {k: set() for k in live}
-        for obj in desired:
-            key = (obj["apiVersion"], obj["kind"])
-            name = obj["metadata"]["name"]
-            wanted.setdefault(key, set()).add(name)
-            if not is_current(obj, live.get(key, {}).get(name)):
-                self.apply(obj)
-                changes.append(f"applied {obj['kind']}/{name}")
-        if prune:
-            for (api_version, kind), objs in live.items():
-                for name, obj in objs.items():
-                    if name not in wanted[(api_version, kind)]:
-                        ns = obj["metadata"].get("namespace")
-                        self.delete(api_version, kind, name, ns)
-                        changes.append(f"deleted {kind}/{name}")
+        to_apply, to_delete = plan(desired, live, prune)
+        for obj in to_apply:
+            self.apply(obj)
+            changes.append(f"applied {obj['kind']}/{obj['metadata']['name']}")
+        for api_version, kind, name, ns in to_delete:
+            self.delete(api_version, kind, name, ns)
+            changes.append(f"deleted {kind}/{name}")
         return changes
+
+
+def plan(
+    desired: list[dict[str, Any]],
+    live: dict[tuple[str, str], dict[str, dict[str, Any]]],
+    prune: bool = True,
+) -> tuple[list[dict[str, Any]], list[tuple[str, str, str, str | None]]]:
+    """What `Applier.sync` would do (pure): the desired objects to apply, in order, and the live
+    ones to delete as (apiVersion, kind, name, namespace). Both empty: the cluster matches."""
+    wanted: dict[tuple[str, str], set[str]] = {k: set() for k in live}
+    to_apply = []
+    for obj in desired:
+        key = (obj["apiVersion"], obj["kind"])
+        name = obj["metadata"]["name"]
+        wanted.setdefault(key, set()).add(name)
+        if not is_current(obj, live.get(key, {}).get(name)):
+            to_apply.append(obj)
+    to_delete = []
+    if prune:
+        for (api_version, kind), objs in live.items():
+            for name, obj in objs.items():
+                if name not in wanted[(api_version, kind)]:
+                    ns = obj["metadata"].get("namespace")
+                    to_delete.append((api_version, kind, name, ns))
+    return to_apply, to_delete
 
 
 def _classify(exc: ApiException) -> Exception:

@@ -1,6 +1,8 @@
 """Read the database (the truth) into the frozen specs the renderers take.
 
-Read-only. Settings (all optional, read with defaults): CONTROLLER_POD_QUOTA,
+Read-only. `load_project` reads one project (a handful of queries); `load_projects` reads every
+project in a constant number of queries (the periodic resync); both build the same `ProjectState`
+through `project_state`. Settings (all optional, read with defaults): CONTROLLER_POD_QUOTA,
 CONTROLLER_DEFAULT_MEMORY_REQUEST_MIB, CONTROLLER_DEFAULT_MEMORY_LIMIT_MIB,
 CONTROLLER_DEFAULT_CPU_REQUEST_MILLICORES, CONTROLLER_CANCEL_GRACE_SECONDS,
 CONTROLLER_PLATFORM_USERS.
@@ -16,7 +18,7 @@ from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
-from controller.access import tenant_accounts
+from controller.access import Member, accounts, members_by_organization
 from controller.conditions import OpenOrder, SubscriptionState
 from controller.render.spec import Entitlement, PlanLimits, ProductSpec, ProjectSpec
 from portal.catalog.models import Product
@@ -67,10 +69,11 @@ def open_orders(project_id: int) -> tuple[OpenOrder, ...]:
         .select_related("product")
         .order_by("created_at", "id")
     )
-    return tuple(
-        OpenOrder(o.pk, o.kind, o.state, o.product.device_class, o.quantity, o.created_at)
-        for o in rows
-    )
+    return tuple(_open_order(o) for o in rows)
+
+
+def _open_order(o: Order) -> OpenOrder:
+    return OpenOrder(o.pk, o.kind, o.state, o.product.device_class, o.quantity, o.created_at)
 
 
 def subscription_states(project_id: int) -> tuple[SubscriptionState, ...]:
@@ -109,17 +112,70 @@ def load_project(
     now: datetime | None = None,
     products: list[ProductSpec] | None = None,
 ) -> ProjectState:
-    """Desired state of a project. `allocated` (class -> claims) decides cancel grace periods.
+    """Desired state of a project. `allocated` (class -> claims) decides cancel grace periods."""
+    project = Project.objects.select_related("organization").get(pk=project_id)
+    subs = Subscription.objects.filter(project_id=project_id).select_related("product__gpu_model")
+    return project_state(
+        project,
+        subs=list(subs),
+        orders=open_orders(project_id),
+        members=members_by_organization([project.organization_id]).get(project.organization_id, []),
+        products=products if products is not None else platform_products(),
+        allocated=allocated,
+        now=now,
+    )
+
+
+def load_projects(
+    products: list[ProductSpec], now: datetime | None = None
+) -> dict[int, ProjectState]:
+    """Desired state of EVERY project, by id, in five queries whatever their number (the resync).
+
+    No claims are counted: a project with an open cancel needs them, and the resync reconciles
+    such a project on its own (`reconcile_project`), which reads them."""
+    subs: dict[int, list[Subscription]] = {}
+    for sub in Subscription.objects.select_related("product__gpu_model"):
+        subs.setdefault(sub.project_id, []).append(sub)
+    orders: dict[int, list[OpenOrder]] = {}
+    rows = (
+        Order.objects.filter(state__in=OPEN_ORDER_STATES)
+        .select_related("product")
+        .order_by("created_at", "id")
+    )
+    for o in rows:
+        orders.setdefault(o.project_id, []).append(_open_order(o))
+    members = members_by_organization()
+    return {
+        project.pk: project_state(
+            project,
+            subs=subs.get(project.pk, []),
+            orders=tuple(orders.get(project.pk, ())),
+            members=members.get(project.organization_id, []),
+            products=products,
+            now=now,
+        )
+        for project in Project.objects.select_related("organization").order_by("pk")
+    }
+
+
+def project_state(
+    project: Project,
+    *,
+    subs: list[Subscription],
+    orders: tuple[OpenOrder, ...],
+    members: list[Member],
+    products: list[ProductSpec],
+    allocated: dict[str, int] | None = None,
+    now: datetime | None = None,
+) -> ProjectState:
+    """The desired state from a project's rows (no query: they are read by the caller).
 
     Suspension sets every quantity to 0 (new claims refused by quota) but keeps templates and
     entitlements, so running pods and their claims are untouched and resuming restores quotas.
     """
     now = now or timezone.now()
     allocated = allocated or {}
-    project = Project.objects.select_related("organization").get(pk=project_id)
     suspended = project.organization.is_suspended
-    subs = Subscription.objects.filter(project_id=project_id).select_related("product__gpu_model")
-    orders = open_orders(project_id)
     first_cancel: dict[str, datetime] = {}
     for o in orders:
         if o.kind == Order.Kind.CANCEL:
@@ -153,12 +209,16 @@ def load_project(
         project=project.slug,
         entitlements=tuple(entitlements),
         limits=plan_limits(project),
-        all_products=tuple(products if products is not None else platform_products()),
-        accounts=tenant_accounts(project, suspended),
+        all_products=tuple(products),
+        accounts=accounts(members, suspended),
     )
-    return ProjectState(
-        spec, suspended, subscribed, orders, waiting, subscription_states(project_id)
+    states = tuple(
+        SubscriptionState(
+            s.pk, s.product.device_class, s.quantity, s.version, tuple(s.conditions or ())
+        )
+        for s in sorted(subs, key=lambda s: s.pk)
     )
+    return ProjectState(spec, suspended, subscribed, orders, waiting, states)
 
 
 def spec_key(objects: list[dict[str, Any]]) -> str:

@@ -8,14 +8,11 @@ write is logged and the next resync (which compares the ledger with the cluster)
 
 from __future__ import annotations
 
-import json
 import logging
 from datetime import datetime
 from typing import Any
 
-from kubernetes import client
-
-from controller.apply import http
+from controller.apply import Applier
 
 log = logging.getLogger(__name__)
 CLAIMS_PATH = "/apis/resource.k8s.io/v1/resourceclaims"
@@ -57,16 +54,14 @@ def _release_connection() -> None:
     connection.close()
 
 
-def resync_ledger(api: client.ApiClient) -> dict[str, int]:
-    """LIST every claim and reconcile the ledger with it (the periodic resync)."""
+def resync_ledger(applier: Applier) -> dict[str, int]:
+    """LIST every claim (one call) and reconcile the ledger with it (the periodic resync)."""
     from django.utils import timezone
 
     from portal.billing.metering import resync_claims
 
     listed_at = timezone.now()
-    resp = http(api, "GET", CLAIMS_PATH, [], headers={"Accept": "application/json"})
-    items = json.loads(resp.response.data).get("items", [])
-    return resync_claims(items, listed_at)
+    return resync_claims(applier.list_path(CLAIMS_PATH), listed_at)
 
 
 def _name(claim: dict[str, Any]) -> str:

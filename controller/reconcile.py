@@ -11,6 +11,10 @@ the subscriptions' conditions, each row only when it changes. A crash between th
 consistent "provisioning" state the next run finishes. Transient API errors propagate (the task
 retries; the resync repairs anything left); a permanent refusal fails the open orders and marks
 their subscriptions Failed with the API's reason and message, in one transaction too.
+
+`resync_all()` (the periodic resync) reads the live objects once per kind for all namespaces and
+every project's rows in a constant number of queries, and calls `reconcile_project` only for the
+projects where that snapshot shows something to write (see its docstring for why that is safe).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 from django.db import connection
 
@@ -31,11 +36,12 @@ from controller.apply import (
     Applier,
     ApplyError,
     TransientApiError,
+    plan,
     shared_api_client,
 )
 from controller.conditions import Step, project_outcome
 from controller.render.bundle import render_platform, render_project
-from controller.render.spec import CLAIM_REQUEST_NAME
+from controller.render.spec import CLAIM_REQUEST_NAME, ProductSpec
 from portal.orders import lifecycle
 from portal.orders.models import Order
 from portal.tenants.models import Project
@@ -86,10 +92,18 @@ def project_lock(project_id: int, wait: float = LOCK_WAIT_SECONDS) -> Iterator[N
             cur.execute("SELECT pg_advisory_unlock(%s, %s)", [LOCK_SPACE, project_id])
 
 
-def sync_platform(applier: Applier, prune: bool = True, cached: bool = False) -> list[str]:
+def sync_platform(
+    applier: Applier,
+    prune: bool = True,
+    cached: bool = False,
+    products: list[ProductSpec] | None = None,
+) -> list[str]:
     """DeviceClasses and policies. `cached` skips the reads if this process synced the same
-    content recently (per-order reconciles); the resync always checks the live objects."""
-    objects = render_platform(desired.platform_products(), desired.platform_users())
+    content recently (per-order reconciles); the resync always checks the live objects.
+    `products`: the platform's products if the caller has read them already."""
+    if products is None:
+        products = desired.platform_products()
+    objects = render_platform(products, desired.platform_users())
     key = desired.spec_key(objects)
     if cached and time.monotonic() - _platform_synced.get(key, -1e9) < PLATFORM_TTL_SECONDS:
         return []
@@ -101,11 +115,9 @@ def sync_platform(applier: Applier, prune: bool = True, cached: bool = False) ->
 
 def _allocated_claims(applier: Applier, namespace: str) -> dict[str, int]:
     """Allocated claims per DeviceClass in the namespace (for cancel grace decisions)."""
-    body = applier._call(
-        "list", "GET", f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims"
-    )
+    claims = applier.list_path(f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims")
     counts: Counter[str] = Counter()
-    for claim in (body or {}).get("items", []):
+    for claim in claims:
         if not claim.get("status", {}).get("allocation"):
             continue
         for req in claim.get("spec", {}).get("devices", {}).get("requests", []):
@@ -179,11 +191,80 @@ def reconcile_project(
     return result
 
 
+@dataclass(frozen=True)
+class LiveSnapshot:
+    """The managed objects of every namespace, read with one LIST per kind (the resync's view)."""
+
+    namespaces: dict[str, dict[str, Any]]
+    by_kind: dict[tuple[str, str], dict[str, dict[str, dict[str, Any]]]]  # kind -> ns -> name
+
+    @classmethod
+    def read(cls, applier: Applier) -> LiveSnapshot:
+        """One LIST of managed namespaces and one per namespaced managed kind, cluster-wide."""
+        return cls(
+            applier.list_managed("v1", "Namespace"),
+            {kind: applier.list_managed_everywhere(*kind) for kind in NAMESPACED_MANAGED},
+        )
+
+    def project(self, namespace: str) -> dict[tuple[str, str], dict[str, dict[str, Any]]]:
+        """What `_live_project` would read for this namespace, taken from the snapshot."""
+        ns = self.namespaces.get(namespace)
+        if ns is None:
+            return {("v1", "Namespace"): {}}
+        live = {("v1", "Namespace"): {namespace: ns}}
+        for kind in NAMESPACED_MANAGED:
+            live[kind] = self.by_kind[kind].get(namespace, {})
+        return live
+
+
+def is_settled(state: desired.ProjectState, live: dict[tuple[str, str], dict]) -> bool:
+    """True if a reconcile of this project would write nothing, as far as `state` and `live`
+    show: no open order, every desired object current, nothing to prune, and the subscriptions'
+    conditions already stored (pure: no call, no query)."""
+    if state.open_orders or not live[("v1", "Namespace")]:
+        return False
+    to_apply, to_delete = plan(render_project(state.spec), live)
+    if to_apply or to_delete:
+        return False
+    outcome = project_outcome(
+        Step.APPLIED, orders=(), subscriptions=state.subscriptions, suspended=state.suspended
+    )
+    return lifecycle.changes_nothing(outcome, {s.id: s.conditions for s in state.subscriptions})
+
+
+def resync_project(
+    state: desired.ProjectState, live: dict[tuple[str, str], dict], applier: Applier
+) -> ReconcileResult | None:
+    """One project of the resync, given snapshots of its rows (`state`) and live objects.
+
+    Settled by the snapshots (`is_settled`): nothing is done, no call, no query, no lock (it
+    writes nothing to guard). Otherwise `reconcile_project` runs: under the project's lock, with
+    fresh reads of its namespace and rows, so a write never rests on the snapshots, which are
+    older than the lock: a per-order reconcile that ran after they were taken is never undone
+    or downgraded. None if the project was deleted meanwhile."""
+    if is_settled(state, live):
+        return ReconcileResult(state.spec.project_id)
+    try:
+        return reconcile_project(state.spec.project_id, applier, platform_cached=True)
+    except Project.DoesNotExist:
+        log.info("project %s was deleted during the resync", state.spec.project_id)
+        return None
+
+
 def resync_all(applier: Applier | None = None) -> list[ReconcileResult]:
-    """Check the platform and every project against the live cluster, one after another."""
+    """Check the platform and every project against the live cluster; idempotent.
+
+    The reads are shared, so their number does not grow with the projects: one LIST per managed
+    kind across all namespaces (`LiveSnapshot`) and the desired state of every project in a
+    constant number of queries (`desired.load_projects`); then `resync_project` for each, which
+    costs nothing more where the snapshots show nothing to write."""
     applier = applier or Applier(shared_api_client())
-    sync_platform(applier, prune=True)
+    products = desired.platform_products()
+    sync_platform(applier, prune=True, products=products)
+    snapshot = LiveSnapshot.read(applier)
     results = []
-    for pid in Project.objects.order_by("pk").values_list("pk", flat=True):
-        results.append(reconcile_project(pid, applier, platform_cached=True))
+    for state in desired.load_projects(products).values():
+        result = resync_project(state, snapshot.project(state.spec.namespace), applier)
+        if result is not None:
+            results.append(result)
     return results

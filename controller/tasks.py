@@ -15,7 +15,7 @@ from celery import shared_task
 from django.db import InterfaceError, OperationalError
 
 from controller import metering, reconcile, retire
-from controller.apply import TransientApiError, shared_api_client
+from controller.apply import Applier, TransientApiError, shared_api_client
 
 log = logging.getLogger(__name__)
 TRANSIENT = (TransientApiError, OperationalError, InterfaceError)
@@ -47,8 +47,14 @@ def reconcile_project(project_id: int) -> dict:
 @shared_task(name="controller.resync_all", **RETRY)
 def resync_all() -> dict:
     """Check every project against the cluster (beat); a no-op resync writes nothing."""
-    results = reconcile.resync_all()
-    ledger = metering.resync_ledger(shared_api_client())
+    return resync(Applier(shared_api_client()))
+
+
+def resync(applier: Applier) -> dict:
+    """What the periodic resync does, through `applier` (which counts its calls): every project
+    against the cluster, then the metering ledger against the cluster's claims."""
+    results = reconcile.resync_all(applier)
+    ledger = metering.resync_ledger(applier)
     return {"projects": len(results), "writes": sum(r.writes for r in results), "ledger": ledger}
 
 

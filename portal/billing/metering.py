@@ -24,6 +24,7 @@ from datetime import datetime
 from typing import Any
 
 from django.db import IntegrityError, transaction
+from django.db.models import Count, Max, Q
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
@@ -155,19 +156,28 @@ def resync_claims(
 ) -> dict[str, int]:
     """Make the ledger agree with the cluster's full list of claims (the truth), taken from a
     LIST request sent at `listed_at`. A record written after that (by a concurrent event) is
-    newer than the list, so the list's silence about it proves nothing: it is left open."""
+    newer than the list, so the list's silence about it proves nothing: it is left open.
+
+    The ledger is read in bulk (a constant number of queries for any number of claims); only a
+    claim whose record that read shows to be missing or open is looked at again, by `_open` and
+    `_close`, which re-read its rows before they write."""
     now = now or timezone.now()
     projects, products = _targets()
+    facts = [fact for fact in map(parse_claim, claims) if fact.uid]
+    known = _known_records([f.uid for f in facts if f.allocated or f.deleted_at is not None])
     opened = closed = 0
     live: set[str] = set()
-    for claim in claims:
-        fact = parse_claim(claim)
-        if not fact.uid:
-            continue
-        if fact.allocated:
-            opened += _open(fact, now, "resync", projects, products)
+    for fact in facts:
+        has_open, latest = known.get(fact.uid, (False, None))
+        if fact.allocated and not has_open:
+            allocated_at = min(fact.allocated_at or now, now)
+            if latest is None or latest < allocated_at:  # else recorded and closed already
+                just_opened = _open(fact, now, "resync", projects, products)
+                opened += just_opened
+                has_open = has_open or just_opened
         if fact.deleted_at is not None:
-            closed += _close(fact.uid, min(fact.deleted_at, now), "resync")
+            if has_open:  # a deleted claim without an open record has nothing to close
+                closed += _close(fact.uid, min(fact.deleted_at, now), "resync")
         elif fact.allocated:
             live.add(fact.uid)
     stale = UsageRecord.objects.filter(released_at__isnull=True, recorded_at__lt=listed_at)
@@ -177,3 +187,23 @@ def resync_claims(
     if opened or closed:
         log.info("ledger resync: opened %d, closed %d", opened, closed)
     return {"opened": opened, "closed": closed}
+
+
+KNOWN_BATCH = 5000  # claim uids per query (bound parameters stay far below PostgreSQL's limit)
+
+
+def _known_records(uids: list[str]) -> dict[str, tuple[bool, datetime | None]]:
+    """claim uid -> (has an open record, latest allocation recorded), for the uids that have
+    records; one query per KNOWN_BATCH uids."""
+    known: dict[str, tuple[bool, datetime | None]] = {}
+    for start in range(0, len(uids), KNOWN_BATCH):
+        rows = (
+            UsageRecord.objects.filter(claim_uid__in=uids[start : start + KNOWN_BATCH])
+            .values("claim_uid")
+            .annotate(
+                open=Count("pk", filter=Q(released_at__isnull=True)), latest=Max("allocated_at")
+            )
+            .values_list("claim_uid", "open", "latest")
+        )
+        known.update({uid: (n > 0, latest) for uid, n, latest in rows})
+    return known

@@ -2,8 +2,9 @@
 
 `store_outcome(outcome)` is the reconcile's one entry point: the order transitions and the order
 and subscription conditions of one reconcile step, written in ONE transaction (a crash leaves
-either all of it or none), each row only if it changes. The single-purpose functions below
-remain for the admin and tests.
+either all of it or none), each row only if it changes; `changes_nothing(outcome, stored)` tells
+without a query whether storing would change anything (the resync skips settled projects with
+it). The single-purpose functions below remain for the admin and tests.
 
 State machine (compare-and-swap `UPDATE … WHERE state IN (allowed sources)`):
     buy/resize: pending → provisioning → active;   pending|provisioning → failed (with reason)
@@ -147,6 +148,21 @@ def store_outcome(outcome: ProjectOutcome) -> int:
                 Subscription.objects.filter(pk=sub.pk).update(conditions=conditions, updated_at=now)
                 written += 1
     return written
+
+
+def changes_nothing(outcome: ProjectOutcome, stored: dict[int, tuple[dict[str, Any], ...]]) -> bool:
+    """True if `store_outcome(outcome)` would write nothing, judged from the subscriptions'
+    stored conditions in `stored` (subscription id -> conditions) without a query (pure).
+
+    Only an outcome about subscriptions alone can be judged so: one that moves or conditions an
+    order is never said to change nothing (only `store_outcome` reads the orders)."""
+    if outcome.orders:
+        return False
+    return all(
+        _merged(list(stored.get(want.subscription_id, ())), want.conditions,
+                want.observed_generation) is None
+        for want in outcome.subscriptions
+    )  # fmt: skip
 
 
 def mark_order_provisioning(order_id: int) -> bool:

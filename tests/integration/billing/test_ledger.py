@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
 from portal.billing.metering import observe_claim, resync_claims
 from portal.billing.models import UsageRecord
 from portal.billing.selectors import slice_seconds
@@ -106,3 +109,20 @@ def test_closed_allocation_is_never_reopened_but_a_new_one_is(world) -> None:
     observe_claim("MODIFIED", claim(ns, "u1", T0 + timedelta(hours=3)), now=T0 + timedelta(hours=3))
     assert UsageRecord.objects.filter(released_at__isnull=True).count() == 1
     assert UsageRecord.objects.count() == 2
+
+
+def test_resync_reads_the_ledger_in_bulk_whatever_the_number_of_claims(world) -> None:
+    """A resync that finds the ledger right issues the same few queries for 3 claims or 30
+    (the targets, the listed claims' records, the open records), not one or two per claim."""
+    ns = world.project_a.namespace
+    listed = T0 + timedelta(hours=1)
+
+    def noop_queries(count: int) -> int:
+        truth = [claim(ns, f"b{i}", T0) for i in range(count)]
+        resync_claims(truth, listed_at=listed, now=listed)  # records what is new
+        with CaptureQueriesContext(connection) as queries:
+            assert resync_claims(truth, listed_at=listed, now=listed) == {"opened": 0, "closed": 0}
+        return len(queries)
+
+    assert noop_queries(3) == noop_queries(30) <= 4
+    assert UsageRecord.objects.filter(released_at__isnull=True).count() == 30

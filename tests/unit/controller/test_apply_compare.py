@@ -72,3 +72,19 @@ def test_watcher_counts_allocated_and_pending_per_class() -> None:
     state.apply("claims", "DELETED", claim)
     state.apply("pods", "DELETED", pod)
     assert state.usage("n") == {"k": (1, 0, "")}
+
+
+def test_plan_applies_only_drift_and_prunes_only_unwanted() -> None:
+    from controller.apply import plan
+
+    want, other = _quota({"pods": "5"}), {**_quota({"pods": "1"}), "metadata": {"name": "r"}}
+    edited = _live(want)
+    edited["spec"] = {"hard": {"pods": "50"}}
+    stray = _live({**want, "metadata": {"name": "stray", "namespace": "n"}})
+    key = ("v1", "ResourceQuota")
+    assert plan([want], {key: {"q": _live(want)}}) == ([], [])
+    assert plan([want, other], {key: {"q": edited, "stray": stray}}) == (
+        [want, other],
+        [("v1", "ResourceQuota", "stray", "n")],
+    )
+    assert plan([want], {key: {"q": _live(want), "stray": stray}}, prune=False) == ([], [])

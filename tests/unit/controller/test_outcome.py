@@ -78,3 +78,30 @@ def test_refusal_fails_every_open_order_with_the_api_reason() -> None:
     assert [(x.state, x.failure_reason) for x in out.orders] == [(o.FAILED, "Invalid")] * 2
     assert "bad quota" in out.orders[0].message
     assert out.subscriptions[0].conditions[0] == Condition("Failed", "True", "Invalid", "bad quota")
+
+
+def _stored(outcome) -> dict[int, tuple]:
+    """The subscriptions' conditions as `store_outcome` would leave them after `outcome`."""
+    from portal.orders.lifecycle import make_condition, merge_condition
+
+    stored = {}
+    for want in outcome.subscriptions:
+        conditions: list = []
+        for c in want.conditions:
+            made = make_condition(c.type, c.status, c.reason, c.message, want.observed_generation)
+            conditions = merge_condition(conditions, made) or conditions
+        stored[want.subscription_id] = tuple(conditions)
+    return stored
+
+
+def test_a_stored_outcome_is_known_to_change_nothing_without_a_query() -> None:
+    from portal.orders.lifecycle import changes_nothing
+
+    applied = project_outcome(Step.APPLIED, orders=[], subscriptions=[_sub()])
+    assert changes_nothing(applied, _stored(applied))
+    assert not changes_nothing(applied, {})  # nothing stored yet
+    resized = project_outcome(Step.APPLIED, orders=[], subscriptions=[_sub(quantity=3)])
+    assert not changes_nothing(resized, _stored(applied))  # the quota message differs
+    # an outcome that moves an order is never judged without reading the order
+    with_order = project_outcome(Step.APPLIED, orders=[_buy()], subscriptions=[_sub()])
+    assert not changes_nothing(with_order, _stored(with_order))

@@ -151,6 +151,14 @@ class Scale:
         began = time.monotonic()
         fleet.create_workloads(self.api, new)
         fleet.wait(
+            lambda: len(fleet.bench_pods(self.api)) >= slices, 1200, f"{slices} pods created", 1
+        )
+        pods_created = time.monotonic() - began
+        fleet.wait(
+            lambda: fleet.claim_count(self.api) >= slices, 1200, f"{slices} claims created", 1
+        )
+        claims_created = time.monotonic() - began
+        fleet.wait(
             lambda: fleet.allocated_claims(self.api) >= slices,
             1200,
             f"{slices} claims allocated",
@@ -162,6 +170,8 @@ class Scale:
             "claims_total": slices,
             "claims_new": new_claims,
             "seconds": round(took, 1),
+            "pods_created_s": round(pods_created, 1),
+            "claims_created_s": round(claims_created, 1),
             "claims_per_s": round(new_claims / took, 1),
         }
         fleet.wait(
@@ -281,14 +291,16 @@ class Scale:
             return all(seen.get(ns, 0) >= n for ns, n in lost.items())
 
         api_s = portal_s = None
-        deadline = time.monotonic() + 300
+        deadline = time.monotonic() + 180
         while time.monotonic() < deadline and (api_s is None or portal_s is None):
             if api_s is None and pending_in_api():
                 api_s = time.monotonic() - began
             if portal_s is None and shown_in_portal():
                 portal_s = time.monotonic() - began
             time.sleep(0.5)
+        shown = PodState.objects.filter(namespace__in=list(lost), kind="Pod")
         fig = {
+            "portal_rows": sorted({f"{r.phase}/{r.reason}" for r in shown.only("phase", "reason")}),
             "node": name,
             "pods_lost": len(pods),
             "projects": len(lost),

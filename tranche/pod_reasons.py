@@ -264,7 +264,11 @@ def _container_verdict(pod: PodFacts) -> Verdict | None:
 
 
 def _pending_verdict(pod: PodFacts, project: ProjectFacts) -> Verdict | None:
-    for _reason, message in reversed(pod.events):
+    # A pod that exists passed its own quota check; a quota event on it is about a claim it
+    # could not get made, so it speaks only while such a claim is still missing. Once every
+    # claim exists (a replacement pod whose claim waited for the lost pod's claim to go), the
+    # event is history and the scheduler's current condition says why it waits.
+    for _reason, message in reversed(pod.events if pod.unclaimed_classes else ()):
         verdict = quota_verdict(message, project)
         if verdict:
             return verdict

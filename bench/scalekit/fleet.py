@@ -276,6 +276,10 @@ def allocated_claims(api: client.ApiClient) -> int:
     return sum(1 for c in items if c.get("status", {}).get("allocation"))
 
 
+def claim_count(api: client.ApiClient) -> int:
+    return len(_list(api, "/apis/resource.k8s.io/v1/resourceclaims"))
+
+
 def bench_pods(api: client.ApiClient) -> list[dict]:
     return _list(api, "/api/v1/pods", [("labelSelector", f"{APP_LABEL}={WORKLOAD}")])
 

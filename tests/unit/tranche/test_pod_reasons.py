@@ -69,11 +69,29 @@ CASES = [
     ),
     (
         "third claim over a quota of 2",
-        pod(gpu_classes=(CLS,), events=(("FailedResourceClaimCreation", GPU_REFUSAL),)),
+        pod(
+            gpu_classes=(CLS,),
+            unclaimed_classes=(CLS,),
+            events=(("FailedResourceClaimCreation", GPU_REFUSAL),),
+        ),
         None,
         PROJECT,
         r.GPU_QUOTA,
         ["allows 2 x V100 8 GiB slice", "held by train-a, train-b", "resize"],
+    ),
+    (
+        # A lost node's replacement pod: its claim waited for the old pod's claim to go (a quota
+        # refusal, still among its events), was made since, and every GPU is full.
+        "quota refusal in the past, claim made since, every GPU full",
+        pod(
+            gpu_classes=(CLS,),
+            unschedulable_message=FULL,
+            events=(("FailedResourceClaimCreation", GPU_REFUSAL),),
+        ),
+        None,
+        PROJECT,
+        r.CAPACITY_BUSY,
+        ["Capacity busy", "starts by itself"],
     ),
     (
         "every GPU full",

@@ -140,6 +140,13 @@ def _apiserver(s: Settings) -> Component:
     return Component("kube-apiserver", argv, probe, {})
 
 
+def _client_rate(s: Settings) -> list[str]:
+    """API client rate flags of the controller manager and scheduler (none: their defaults)."""
+    if not s.client_qps:
+        return []
+    return [f"--kube-api-qps={s.client_qps}", f"--kube-api-burst={2 * s.client_qps}"]
+
+
 def _controller_manager(s: Settings) -> Component:
     pki = s.pki_dir
     kubeconfig = client_kubeconfig(s, CONTROLLER_MANAGER)
@@ -162,6 +169,7 @@ def _controller_manager(s: Settings) -> Component:
         "--controllers=*",
         f"--feature-gates={_gates()}",
         "--v=1",
+        *_client_rate(s),
     ]
     probe = Probe(f"https://127.0.0.1:{s.ports.controller_manager}/healthz")
     return Component("kube-controller-manager", argv, probe, {})
@@ -180,6 +188,7 @@ def _scheduler(s: Settings) -> Component:
         "--leader-elect=false",
         f"--feature-gates={_gates()}",
         "--v=1",
+        *_client_rate(s),
     ]
     probe = Probe(f"https://127.0.0.1:{s.ports.scheduler}/healthz")
     return Component("kube-scheduler", argv, probe, {})

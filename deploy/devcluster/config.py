@@ -73,6 +73,10 @@ class Settings:
     cache_dir: Path
     state_dir: Path
     ports: Ports
+    # Client QPS of the controller manager and the scheduler (burst: twice that); 0 keeps their
+    # defaults (20 and 50), which pace a fleet-size burst of pods and claims below what the
+    # scheduler itself can allocate (bench/scale.py raises it; TRANCHE_KUBE_CLIENT_QPS).
+    client_qps: int = 0
 
     @property
     def bin_dir(self) -> Path:
@@ -130,4 +134,7 @@ def load_settings() -> Settings:
         scheduler=_env_port("TRANCHE_SCHEDULER_PORT", 16259),
         kwok=_env_port("TRANCHE_KWOK_PORT", 16247),
     )
-    return Settings(cache_dir=cache, state_dir=state, ports=ports)
+    qps = int(os.environ.get("TRANCHE_KUBE_CLIENT_QPS", "0") or 0)
+    if qps < 0:
+        raise ValueError(f"TRANCHE_KUBE_CLIENT_QPS={qps} must be 0 (defaults) or positive")
+    return Settings(cache_dir=cache, state_dir=state, ports=ports, client_qps=qps)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import threading
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -76,6 +77,9 @@ PLATFORM_KINDS = [k for k, (_, _, ns) in KINDS.items() if not ns and k[1] != "Na
 # and LISTs by resource (plural name: "configmaps"), so a list per project shows as growth.
 CALLS: Counter[str] = Counter()
 LISTS: Counter[str] = Counter()
+
+
+_COUNT_LOCK = threading.Lock()
 
 
 class TransientApiError(Exception):
@@ -201,12 +205,13 @@ class Applier:
         return sum(n for verb, n in self.calls.items() if verb in ("apply", "delete"))
 
     def _call(self, verb: str, method: str, path: str, **kw: Any) -> dict[str, Any] | None:
-        self.calls[verb] += 1
-        CALLS[verb] += 1
-        if verb == "list":
-            resource = path.rsplit("/", 1)[-1]
-            self.lists[resource] += 1
-            LISTS[resource] += 1
+        with _COUNT_LOCK:  # a reconcile reads a project's kinds from several threads at once
+            self.calls[verb] += 1
+            CALLS[verb] += 1
+            if verb == "list":
+                resource = path.rsplit("/", 1)[-1]
+                self.lists[resource] += 1
+                LISTS[resource] += 1
         headers = {"Accept": "application/json"}
         if "content_type" in kw:
             headers["Content-Type"] = kw.pop("content_type")

@@ -39,18 +39,24 @@ class ClassUsage(NamedTuple):
 
 @dataclass
 class ClusterState:
-    """What the watcher knows about every namespace, keyed by (namespace, name). Thread-safe."""
+    """What the watcher knows about every namespace, indexed by namespace, then name: a flush
+    reads one namespace's objects without walking the fleet's (at 4,000 claims and 500 projects
+    a walk per namespace made every full flush quadratic). Thread-safe."""
 
-    claims: dict[tuple[str, str], tuple[str, bool]] = field(default_factory=dict)
-    pods: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    claims: dict[str, dict[str, tuple[str, bool]]] = field(
+        default_factory=lambda: defaultdict(dict)
+    )
+    pods: dict[str, dict[str, dict[str, Any]]] = field(default_factory=lambda: defaultdict(dict))
     events: dict[str, deque] = field(
         default_factory=lambda: defaultdict(lambda: deque(maxlen=EVENTS_KEPT))
     )
     pod_events: dict[tuple[str, str], deque] = field(
         default_factory=lambda: defaultdict(lambda: deque(maxlen=EVENTS_PER_POD))
     )
-    # (namespace, kind, workload) -> (event name, message) of its latest FailedCreate
-    refusals: dict[tuple[str, str, str], tuple[str, str]] = field(default_factory=dict)
+    # namespace -> (kind, workload) -> (event name, message) of its latest FailedCreate
+    refusals: dict[str, dict[tuple[str, str], tuple[str, str]]] = field(
+        default_factory=lambda: defaultdict(dict)
+    )
     quotas: dict[str, dict[str, Any]] = field(default_factory=dict)  # ns -> quota status
     released: set[str] = field(default_factory=set)  # namespaces where a claim went
     dirty: set[str] = field(default_factory=set)
@@ -64,15 +70,16 @@ class ClusterState:
             self.dirty.add(ns)
             if resource == "claims":
                 if kind == "DELETED":
-                    self.claims.pop((ns, name), None)
+                    self.claims[ns].pop(name, None)
                     self.released.add(ns)
                 else:
-                    self.claims[(ns, name)] = (claim_class(obj), claim_allocated(obj))
+                    self.claims[ns][name] = (claim_class(obj), claim_allocated(obj))
             elif resource == "pods":
                 if kind == "DELETED":
-                    self.pods.pop((ns, name), None)
+                    self.pods[ns].pop(name, None)
+                    self.pod_events.pop((ns, name), None)  # its timeline goes with it
                 else:
-                    self.pods[(ns, name)] = pod_summary(obj)
+                    self.pods[ns][name] = pod_summary(obj)
             elif resource == "quotas":
                 if name == QUOTA_NAME:
                     status = obj.get("status", {}) if kind != "DELETED" else {}
@@ -83,20 +90,21 @@ class ClusterState:
     def _apply_event(self, ns: str, kind: str, obj: dict[str, Any]) -> None:
         """Warning events for pending reasons; FailedCreate/SuccessfulCreate of workloads."""
         involved = obj.get("involvedObject", {})
-        target = (ns, involved.get("kind", ""), involved.get("name", ""))
+        target = (involved.get("kind", ""), involved.get("name", ""))
+        refusals = self.refusals[ns]
         name, reason = obj.get("metadata", {}).get("name", ""), obj.get("reason", "")
         if kind == "DELETED":  # expired (1 h): a refusal nobody retried is forgotten with it
-            if self.refusals.get(target, ("",))[0] == name:
-                self.refusals.pop(target, None)
+            if refusals.get(target, ("",))[0] == name:
+                refusals.pop(target, None)
             return
         if reason == "FailedCreate":
-            self.refusals[target] = (name, obj.get("message", ""))
+            refusals[target] = (name, obj.get("message", ""))
         elif reason == "SuccessfulCreate":
-            self.refusals.pop(target, None)
+            refusals.pop(target, None)
         if obj.get("type") == "Warning":
             self.events[ns].append(obj.get("message", ""))
-            if target[1] == "Pod":
-                kept = self.pod_events[(ns, target[2])]
+            if target[0] == "Pod":
+                kept = self.pod_events[(ns, target[1])]
                 # A repeated event is the same object MODIFIED (count+1): keep it once, latest.
                 for entry in [e for e in kept if e[0] == name]:
                     kept.remove(entry)
@@ -107,10 +115,10 @@ class ClusterState:
         watch was down disappear; their namespaces are marked dirty)."""
         with self.lock:
             if resource == "claims":
-                self.dirty |= {ns for ns, _ in self.claims}
+                self.dirty |= {ns for ns, names in self.claims.items() if names}
                 self.claims.clear()
             elif resource == "pods":
-                self.dirty |= {ns for ns, _ in self.pods}
+                self.dirty |= {ns for ns, names in self.pods.items() if names}
                 self.pods.clear()
             elif resource == "quotas":
                 self.dirty |= set(self.quotas)
@@ -135,13 +143,11 @@ class ClusterState:
         with self.lock:
             pods = [
                 facts_of(name, p, (e[1:] for e in self.pod_events.get((ns, name), ())))
-                for (pns, name), p in self.pods.items()
-                if pns == ns
+                for name, p in self.pods.get(ns, {}).items()
             ]
             refusals = [
                 (kind, name, message)
-                for (rns, kind, name), (_event, message) in self.refusals.items()
-                if rns == ns
+                for (kind, name), (_event, message) in self.refusals.get(ns, {}).items()
             ]
             return {"pods": pods, "refusals": refusals, "quota": self.quotas.get(ns)}
 
@@ -155,11 +161,11 @@ class ClusterState:
             allocated: dict[str, int] = defaultdict(int)
             pending: dict[str, int] = defaultdict(int)
             reasons: dict[str, str] = {}
-            for (cns, _), (cls, is_allocated) in self.claims.items():
-                if cns == ns and cls:
+            for cls, is_allocated in self.claims.get(ns, {}).values():
+                if cls:
                     (allocated if is_allocated else pending)[cls] += 1
-            for (pns, _), pod in self.pods.items():
-                if pns != ns or pod["phase"] != "Pending":
+            for pod in self.pods.get(ns, {}).values():
+                if pod["phase"] != "Pending":
                     continue
                 for cls in pod["unclaimed_templates"]:
                     pending[cls] += 1
@@ -181,6 +187,5 @@ def pod_states(state: ClusterState, ns: str) -> dict[str, dict[str, str]]:
     with state.lock:
         return {
             name: {k: p.get(k, "") for k in ("phase", "reason", "node", "uid")}
-            for (pns, name), p in state.pods.items()
-            if pns == ns
+            for name, p in state.pods.get(ns, {}).items()
         }

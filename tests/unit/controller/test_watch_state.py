@@ -130,3 +130,26 @@ def test_pod_timeline_keeps_each_warning_once_with_its_latest_time() -> None:
     bare["series"] = {"lastObservedTime": "T5", "count": 2}
     state.apply("events", "MODIFIED", bare)
     assert state.cluster_view("n")["pods"][0].timeline[-1] == ("T5", "Failed", "x")
+
+
+def test_a_deleted_pod_takes_its_timeline_with_it() -> None:
+    """A pod's Warning events are kept only while the pod exists: a fleet's churn of pods must
+    not grow the watcher's memory with timelines of pods long gone."""
+    state = ClusterState()
+    pod = {"metadata": {"namespace": "n", "name": "p"}, "status": {"phase": "Pending"}}
+    warning = {
+        "metadata": {"namespace": "n", "name": "p.1"},
+        "type": "Warning",
+        "reason": "FailedScheduling",
+        "message": "0/1 nodes are available",
+        "involvedObject": {"kind": "Pod", "name": "p"},
+    }
+    state.apply("pods", "ADDED", pod)
+    state.apply("events", "ADDED", warning)
+    assert [f.events for f in state.cluster_view("n")["pods"]] == [
+        (("FailedScheduling", "0/1 nodes are available"),)
+    ]
+    state.apply("pods", "DELETED", pod)
+    assert state.pod_events == {}
+    state.apply("pods", "ADDED", pod)  # a new pod of the same name starts with no history
+    assert [f.events for f in state.cluster_view("n")["pods"]] == [()]

@@ -16,8 +16,7 @@ def _settings(qps: int) -> Settings:
 
 def _rate_flags(settings: Settings) -> dict[str, list[str]]:
     return {
-        c.name: [a for a in c.argv if a.startswith("--kube-api-")]
-        for c in all_components(settings)
+        c.name: [a for a in c.argv if a.startswith("--kube-api-")] for c in all_components(settings)
     }
 
 

@@ -62,6 +62,30 @@ def argv(
     ]  # fmt: skip
 
 
+def fleet_argv(
+    kubeconfig: Path,
+    fleet: str,
+    *,
+    interval: float = 10.0,
+    gpu_model: str = GPU_MODEL,
+    gpus_per_node: int = 8,
+) -> list[str]:
+    """The command line of one fleet publisher (pure): the ResourceSlices of every node
+    labelled `tranche.dev/fleet=<fleet>` (deploy.devcluster.nodes.create_fleet_nodes makes
+    them; each node's own model annotation and GPU count label win over `gpu_model` and
+    `gpus_per_node`). Stop it with SIGTERM: it gives the pools' leases back and exits."""
+    from deploy.devcluster.nodes import FLEET_LABEL, label_value
+
+    return [
+        sys.executable, "-m", "nodeagent", "fleet",
+        "--kubeconfig", str(kubeconfig),
+        "--node-selector", f"{FLEET_LABEL}={label_value(fleet)}",
+        "--sim-model", gpu_model,
+        "--gpus-per-node", str(gpus_per_node),
+        "--interval", str(interval),
+    ]  # fmt: skip
+
+
 def commands(
     state: Path,
     env: dict[str, str],

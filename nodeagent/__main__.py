@@ -122,7 +122,10 @@ def main() -> None:
             f"nodeagent: the interception core is not at {opts.core_lib}: install it there, or "
             "pass --core-lib (or set TRANCHE_CORE_LIB) to where libtranche.so is"
         )
-    asyncio.run(run(opts))
+    from nodeagent import profiling
+
+    with profiling.session():  # TRANCHE_PROFILE=<file>: a cProfile of the agent's own work
+        asyncio.run(run(opts))
 
 
 def run_fleet(opts: FleetOptions) -> None:

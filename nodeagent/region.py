@@ -16,6 +16,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import fcntl
+import functools
 import mmap
 import os
 import struct
@@ -36,6 +37,7 @@ REGION_FILE = "region.bin"
 HEADER = struct.Struct("<IHHIIII Q 64s")  # magic major minor header_size devices slots rsv created
 DEVICE = struct.Struct("<48s Q Q Q Q I I q Q Q Q Q")
 SLOT = struct.Struct("<I I Q 16Q")
+_PID = struct.Struct("<I")  # a slot's first field
 DEVICES_OFFSET = 96
 DEVICE_SIZE = 128
 SLOTS_OFFSET = DEVICES_OFFSET + MAX_DEVICES * DEVICE_SIZE
@@ -145,15 +147,16 @@ def read_region(region_dir: str | os.PathLike[str]) -> RegionSnapshot:
             )
         slots = []
         for i in range(MAX_SLOTS):
+            if _PID.unpack_from(buf, SLOTS_OFFSET + i * SLOT_SIZE)[0] == 0:
+                continue  # a free slot: most of them, so only its pid is decoded
             pid, gen, start, *mem = SLOT.unpack_from(buf, SLOTS_OFFSET + i * SLOT_SIZE)
-            if pid == 0:
-                continue
             slots.append(ProcessSlot(i, pid, start, gen, _slot_alive(fd, i), tuple(mem[:ndev])))
         return RegionSnapshot(_cstr(claim), major, minor, created, tuple(devices), tuple(slots))
     finally:
         os.close(fd)
 
 
+@functools.cache  # find_library runs `ldconfig -p` in a child process: once per agent
 def _libatomic() -> ctypes.CDLL:
     name = ctypes.util.find_library("atomic") or "libatomic.so.1"
     try:

@@ -26,6 +26,7 @@ class PodChanges:
         self.node = node
         self.changed = threading.Event()
         self.changed.set()  # nothing listed yet
+        self.events = 0  # pod events seen (restarts set `changed` without counting here)
         self._closing = threading.Event()
         self._watch = None
         self._thread = threading.Thread(target=self._run, name="pod-watch", daemon=True)
@@ -61,6 +62,7 @@ class PodChanges:
                         self.changed.set()
                         break
                     if event.get("type") != "BOOKMARK":
+                        self.events += 1
                         self.changed.set()
             except Exception as exc:  # any failure: the periodic resync covers the gap
                 if self._closing.is_set():

@@ -101,6 +101,11 @@ def region_path(region_dir: str | os.PathLike[str]) -> Path:
     return Path(region_dir) / REGION_FILE
 
 
+def region_exists(region_dir: str | os.PathLike[str]) -> bool:
+    """Whether the core has created the region yet (asked per claim every tick: no Path)."""
+    return os.path.exists(os.path.join(region_dir, REGION_FILE))
+
+
 def _slot_alive(fd: int, slot: int) -> bool:
     probe = _FLOCK.pack(fcntl.F_WRLCK, os.SEEK_SET, LOCK_BASE + slot, 1, 0)
     got = fcntl.fcntl(fd, fcntl.F_GETLK, probe)
@@ -111,7 +116,7 @@ def _cstr(raw: bytes) -> str:
     return raw.split(b"\0", 1)[0].decode("utf-8", "replace")
 
 
-def _check_header(buf: bytes, path: Path) -> tuple[int, ...]:
+def _check_header(buf: bytes, path: str | Path) -> tuple[int, ...]:
     if len(buf) < REGION_SIZE:
         raise RegionError(f"{path}: corrupt region (size {len(buf)}, expected {REGION_SIZE})")
     fields = HEADER.unpack_from(buf, 0)
@@ -129,7 +134,7 @@ def _check_header(buf: bytes, path: Path) -> tuple[int, ...]:
 
 def read_region(region_dir: str | os.PathLike[str]) -> RegionSnapshot:
     """Snapshot the region in region_dir; raises RegionError when absent or not readable."""
-    path = region_path(region_dir)
+    path = os.path.join(region_dir, REGION_FILE)  # a str: this runs per claim every tick
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except OSError as exc:

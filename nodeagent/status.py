@@ -74,7 +74,7 @@ class Collector:
         """Snapshot the claim's region, first reclaiming the slots of processes that died (only
         when the snapshot shows one: reclaiming maps and locks the region); None before the
         first GPU call."""
-        if not region.region_path(claim.region_dir).exists():
+        if not region.region_exists(claim.region_dir):
             return None
         try:
             snapshot = region.read_region(claim.region_dir)

@@ -1,5 +1,10 @@
 """`python -m nodeagent run --node NAME [--portal ws://…/ws/agent/ --token-file F]
-[--kubeconfig K] [--simulate]`: one node agent. See `nodeagent.agent`."""
+[--kubeconfig K] [--simulate]`: one node agent. See `nodeagent.agent`.
+
+`python -m nodeagent fleet --node-selector tranche.dev/fleet=NAME [--kubeconfig K]`: the
+ResourceSlices of every simulated node the selector matches, from one process (benchmarks at
+fleet size). See `nodeagent.sim.fleet`.
+"""
 
 from __future__ import annotations
 
@@ -7,14 +12,42 @@ import argparse
 import asyncio
 import logging
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
-from nodeagent.agent import CORE_LIB, Options, run
+from nodeagent.agent import CORE_LIB, PUBLISH_EVERY, Options, run
 
 
-def parse(argv: list[str] | None = None) -> Options:
+@dataclass(frozen=True)
+class FleetOptions:
+    selector: str
+    kubeconfig: Path | None
+    model: str
+    gpus_per_node: int
+    interval: float
+
+
+def _fleet_parser(sub) -> None:
+    f = sub.add_parser("fleet", help="publish the slices of many simulated nodes from one process")
+    f.add_argument(
+        "--node-selector", required=True, help="the fleet's nodes, e.g. tranche.dev/fleet=bench"
+    )
+    f.add_argument("--kubeconfig", type=Path, help="default: in-cluster / $KUBECONFIG")
+    f.add_argument(
+        "--sim-model",
+        default="Tesla V100-PCIE-32GB",
+        help="GPU model of a node without a tranche.dev/sim-gpu-model annotation",
+    )
+    f.add_argument("--gpus-per-node", type=int, default=8,
+                   help="GPUs of a node without a tranche.dev/gpu-count label")  # fmt: skip
+    f.add_argument("--interval", type=float, default=PUBLISH_EVERY,
+                   help="seconds between passes (lease renewal, repair)")  # fmt: skip
+
+
+def parse(argv: list[str] | None = None) -> Options | FleetOptions:
     p = argparse.ArgumentParser(prog="python -m nodeagent")
     sub = p.add_subparsers(dest="command", required=True)
+    _fleet_parser(sub)
     r = sub.add_parser("run", help="run the agent for one node")
     r.add_argument("--node", required=True, help="Kubernetes node name (= DRA pool name)")
     r.add_argument("--portal", help="websocket URL, e.g. ws://127.0.0.1:8000/ws/agent/")
@@ -50,6 +83,8 @@ def parse(argv: list[str] | None = None) -> Options:
                         "their pod has no claim on")  # fmt: skip
     r.add_argument("--tolerance-mib", type=int, default=256)
     a = p.parse_args(argv)
+    if a.command == "fleet":
+        return FleetOptions(a.node_selector, a.kubeconfig, a.sim_model, a.gpus_per_node, a.interval)
     state = a.state_dir or Path("/var/lib/tranche") / a.node
     return Options(
         node=a.node,
@@ -79,12 +114,36 @@ def main() -> None:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     opts = parse()
+    if isinstance(opts, FleetOptions):
+        run_fleet(opts)
+        return
     if not opts.core_lib.is_file():
         raise SystemExit(
             f"nodeagent: the interception core is not at {opts.core_lib}: install it there, or "
             "pass --core-lib (or set TRANCHE_CORE_LIB) to where libtranche.so is"
         )
-    asyncio.run(run(opts))
+    from nodeagent import profiling
+
+    with profiling.session():  # TRANCHE_PROFILE=<file>: a cProfile of the agent's own work
+        asyncio.run(run(opts))
+
+
+def run_fleet(opts: FleetOptions) -> None:
+    """Publish for the fleet until SIGTERM/SIGINT, then give the leases back."""
+    import signal
+    import threading
+
+    from kubernetes import config as kconfig
+
+    from nodeagent.sim.fleet import FleetPublisher
+
+    api = kconfig.new_client_from_config(str(opts.kubeconfig) if opts.kubeconfig else None)
+    fleet = FleetPublisher(api, opts.selector, model=opts.model, gpus_per_node=opts.gpus_per_node)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    logging.getLogger("nodeagent.fleet").info("fleet publisher for nodes %s", opts.selector)
+    fleet.run(stop, opts.interval)
 
 
 if __name__ == "__main__":

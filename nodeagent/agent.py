@@ -16,6 +16,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from nodeagent import profiling
+
 log = logging.getLogger("nodeagent")
 # Where an install puts the interception core (the image, the Helm chart); --core-lib or
 # TRANCHE_CORE_LIB say otherwise. The agent never looks for it in a source checkout.
@@ -90,6 +92,7 @@ async def run(opts: Options) -> None:
             sim_env=sim_env, log_dir=opts.state_dir / "pods",
         )  # fmt: skip
         lite.register(sockets.registry)
+        lite.changes.start()  # the pod watch that tells kubelet-lite when to list again
         if opts.kubelet_tls_dir is not None:
             lite.serve_logs(opts.kubelet_tls_dir)
     try:
@@ -106,7 +109,7 @@ async def _guarded(loop, what: str, fn, *args) -> bool:
     """Run blocking `fn` in the executor; False if it failed or returned False. An API server or
     network error is logged and retried on a later tick instead of ending the agent."""
     try:
-        result = await loop.run_in_executor(None, fn, *args)
+        result = await loop.run_in_executor(None, profiling.blocking(fn), *args)
     except Exception as exc:  # any failure: retry on a later tick
         log.warning("%s failed, retrying: %s", what, exc)
         return False
@@ -138,7 +141,9 @@ async def _loop(opts: Options, gpus, publisher, lite, collector) -> None:
                 last_publish = started
             if lite is not None:
                 await _guarded(loop, "kubelet-lite sync", lite.sync)
-            gpu_status, pods = await loop.run_in_executor(None, collector.collect)
+            gpu_status, pods = await loop.run_in_executor(
+                None, profiling.blocking(collector.collect)
+            )
             if stream is not None:
                 stream.offer(gpu_status, pods, collector.take_findings())
             if gauges is not None:

@@ -8,6 +8,7 @@ a missing MIG query must never hide a usable GPU from the scheduler.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -112,17 +113,25 @@ def discover() -> list[GpuInfo]:
         pynvml.nvmlShutdown()
 
 
+_nvml_kept = threading.Lock()
+_nvml_handles: dict[str, Any] = {}  # GPU UUID -> NVML handle, NVML initialised once for them
+
+
 def process_memory(uuid: str) -> dict[int, int]:
-    """Per-process used GPU memory (pid -> bytes) for one GPU; empty when NVML cannot tell."""
+    """Per-process used GPU memory (pid -> bytes) for one GPU; empty when NVML cannot tell.
+
+    The backstop asks this for every GPU every tick, so NVML is initialised once (on the first
+    call) and kept, with each GPU's handle: an init costs milliseconds on a real driver."""
     import pynvml
 
-    pynvml.nvmlInit()
-    try:
-        h = pynvml.nvmlDeviceGetHandleByUUID(uuid)
-        procs = _optional(lambda: pynvml.nvmlDeviceGetComputeRunningProcesses(h), [], "procs")
-        return {int(p.pid): int(p.usedGpuMemory or 0) for p in procs}
-    finally:
-        pynvml.nvmlShutdown()
+    with _nvml_kept:
+        h = _nvml_handles.get(uuid)
+        if h is None:
+            if not _nvml_handles:
+                pynvml.nvmlInit()  # never shut down: held for the life of the process
+            h = _nvml_handles[uuid] = pynvml.nvmlDeviceGetHandleByUUID(uuid)
+    procs = _optional(lambda: pynvml.nvmlDeviceGetComputeRunningProcesses(h), [], "procs")
+    return {int(p.pid): int(p.usedGpuMemory or 0) for p in procs}
 
 
 _measured_by_model: dict[str, int] = {}

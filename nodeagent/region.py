@@ -16,6 +16,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import fcntl
+import functools
 import mmap
 import os
 import struct
@@ -36,6 +37,7 @@ REGION_FILE = "region.bin"
 HEADER = struct.Struct("<IHHIIII Q 64s")  # magic major minor header_size devices slots rsv created
 DEVICE = struct.Struct("<48s Q Q Q Q I I q Q Q Q Q")
 SLOT = struct.Struct("<I I Q 16Q")
+_PID = struct.Struct("<I")  # a slot's first field
 DEVICES_OFFSET = 96
 DEVICE_SIZE = 128
 SLOTS_OFFSET = DEVICES_OFFSET + MAX_DEVICES * DEVICE_SIZE
@@ -99,6 +101,11 @@ def region_path(region_dir: str | os.PathLike[str]) -> Path:
     return Path(region_dir) / REGION_FILE
 
 
+def region_exists(region_dir: str | os.PathLike[str]) -> bool:
+    """Whether the core has created the region yet (asked per claim every tick: no Path)."""
+    return os.path.exists(os.path.join(region_dir, REGION_FILE))
+
+
 def _slot_alive(fd: int, slot: int) -> bool:
     probe = _FLOCK.pack(fcntl.F_WRLCK, os.SEEK_SET, LOCK_BASE + slot, 1, 0)
     got = fcntl.fcntl(fd, fcntl.F_GETLK, probe)
@@ -109,7 +116,7 @@ def _cstr(raw: bytes) -> str:
     return raw.split(b"\0", 1)[0].decode("utf-8", "replace")
 
 
-def _check_header(buf: bytes, path: Path) -> tuple[int, ...]:
+def _check_header(buf: bytes, path: str | Path) -> tuple[int, ...]:
     if len(buf) < REGION_SIZE:
         raise RegionError(f"{path}: corrupt region (size {len(buf)}, expected {REGION_SIZE})")
     fields = HEADER.unpack_from(buf, 0)
@@ -127,7 +134,7 @@ def _check_header(buf: bytes, path: Path) -> tuple[int, ...]:
 
 def read_region(region_dir: str | os.PathLike[str]) -> RegionSnapshot:
     """Snapshot the region in region_dir; raises RegionError when absent or not readable."""
-    path = region_path(region_dir)
+    path = os.path.join(region_dir, REGION_FILE)  # a str: this runs per claim every tick
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except OSError as exc:
@@ -145,15 +152,16 @@ def read_region(region_dir: str | os.PathLike[str]) -> RegionSnapshot:
             )
         slots = []
         for i in range(MAX_SLOTS):
+            if _PID.unpack_from(buf, SLOTS_OFFSET + i * SLOT_SIZE)[0] == 0:
+                continue  # a free slot: most of them, so only its pid is decoded
             pid, gen, start, *mem = SLOT.unpack_from(buf, SLOTS_OFFSET + i * SLOT_SIZE)
-            if pid == 0:
-                continue
             slots.append(ProcessSlot(i, pid, start, gen, _slot_alive(fd, i), tuple(mem[:ndev])))
         return RegionSnapshot(_cstr(claim), major, minor, created, tuple(devices), tuple(slots))
     finally:
         os.close(fd)
 
 
+@functools.cache  # find_library runs `ldconfig -p` in a child process: once per agent
 def _libatomic() -> ctypes.CDLL:
     name = ctypes.util.find_library("atomic") or "libatomic.so.1"
     try:

@@ -102,6 +102,11 @@ def _semver(text: str) -> str:
     return ".".join(str(int(p)) for p in parts)
 
 
+def slice_name(node: str) -> str:
+    """The name of the one ResourceSlice of `node`'s pool."""
+    return f"{node}-{DRIVER.replace('.', '-')}"
+
+
 def render_resource_slice(
     node: str, gpus: Iterable[GpuInfo], generation: int, node_uid: str | None = None
 ) -> dict:
@@ -111,7 +116,7 @@ def render_resource_slice(
     deleting the node garbage-collects the slice even when no agent is left to withdraw it.
     """
     metadata: dict = {
-        "name": f"{node}-{DRIVER.replace('.', '-')}",
+        "name": slice_name(node),
         "labels": {LABEL_MANAGED: SLICE_MANAGER},
     }
     if node_uid:
@@ -132,7 +137,11 @@ def render_resource_slice(
 
 
 class PoolLease:
-    """A coordination Lease naming the one agent allowed to write a node's pool."""
+    """A coordination Lease naming the one agent allowed to write a node's pool.
+
+    The holder renews with one write: it keeps the resourceVersion its last write returned and
+    replaces the lease at that version (compare-and-swap); only when that fails (someone else
+    wrote it, or it was deleted) does it read the lease again."""
 
     def __init__(self, api_client, node: str, identity: str | None = None) -> None:
         from kubernetes import client
@@ -140,12 +149,9 @@ class PoolLease:
         self.api = client.CoordinationV1Api(api_client)
         self.name = f"{DRIVER.replace('.', '-')}-{node}"
         self.identity = identity or f"{socket.gethostname()}-{os.getpid()}"
+        self._version: str | None = None  # resourceVersion of our own last write
 
-    def try_acquire(self) -> bool:
-        """Take or renew the lease; False while another live agent holds it (CAS on version)."""
-        from kubernetes.client.rest import ApiException
-
-        now = datetime.now(UTC)
+    def _body(self, now: datetime, version: str | None) -> dict:
         body = {
             "metadata": {"name": self.name},
             "spec": {
@@ -154,27 +160,57 @@ class PoolLease:
                 "renewTime": now.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
             },
         }
+        if version is not None:
+            body["metadata"]["resourceVersion"] = version
+        return body
+
+    def _replace(self, body: dict) -> None:
+        resp = self.api.replace_namespaced_lease(
+            self.name, LEASE_NAMESPACE, body, _preload_content=False
+        )
+        self._version = json.loads(resp.data)["metadata"]["resourceVersion"]
+
+    def try_acquire(self) -> bool:
+        """Take or renew the lease; False while another live agent holds it (CAS on version)."""
+        from kubernetes.client.rest import ApiException
+
+        now = datetime.now(UTC)
+        if self._version is not None:
+            try:
+                self._replace(self._body(now, self._version))
+                return True
+            except ApiException as exc:
+                if exc.status not in (404, 409):
+                    raise
+                self._version = None  # changed or gone since our write: look again
         try:
-            lease = self.api.read_namespaced_lease(self.name, LEASE_NAMESPACE)
+            resp = self.api.read_namespaced_lease(
+                self.name, LEASE_NAMESPACE, _preload_content=False
+            )
         except ApiException as exc:
             if exc.status != 404:
                 raise
             try:
-                self.api.create_namespaced_lease(LEASE_NAMESPACE, body)
+                resp = self.api.create_namespaced_lease(
+                    LEASE_NAMESPACE, self._body(now, None), _preload_content=False
+                )
             except ApiException as exc2:
                 if exc2.status == 409:  # another agent created it first
                     return False
                 raise
+            self._version = json.loads(resp.data)["metadata"]["resourceVersion"]
             return True
-        spec = lease.spec
-        held_by_other = spec.holder_identity not in (None, "", self.identity)
-        if held_by_other and spec.renew_time is not None:
-            age = (now - spec.renew_time).total_seconds()
-            if age < (spec.lease_duration_seconds or LEASE_SECONDS):
+        lease = json.loads(resp.data)
+        spec = lease.get("spec") or {}
+        held_by_other = spec.get("holderIdentity") not in (None, "", self.identity)
+        if held_by_other and spec.get("renewTime"):
+            renewed = datetime.fromisoformat(spec["renewTime"].replace("Z", "+00:00"))
+            if (now - renewed).total_seconds() < (
+                spec.get("leaseDurationSeconds") or LEASE_SECONDS
+            ):
                 return False
-        body["metadata"]["resourceVersion"] = lease.metadata.resource_version
         try:
-            self.api.replace_namespaced_lease(self.name, LEASE_NAMESPACE, body)
+            self._replace(self._body(now, lease["metadata"]["resourceVersion"]))
         except ApiException as exc:
             if exc.status == 409:  # lost the race to another agent
                 return False
@@ -184,6 +220,7 @@ class PoolLease:
     def release(self) -> None:
         from kubernetes.client.rest import ApiException
 
+        self._version = None
         try:
             self.api.delete_namespaced_lease(self.name, LEASE_NAMESPACE)
         except ApiException as exc:
@@ -216,6 +253,7 @@ class SlicePublisher:
         self.node = node
         self.lease = PoolLease(api_client, node)
         self._standby = False
+        self._digested: tuple[tuple[GpuInfo, ...], str] | None = None  # (GPUs, their digest)
 
     def _existing(self) -> list[dict]:
         resp = self.api.list_resource_slice(
@@ -224,13 +262,25 @@ class SlicePublisher:
         )
         return json.loads(resp.data)["items"]
 
-    def publish(self, gpus: list[GpuInfo]) -> bool:
+    def _node_uid(self) -> str:
+        resp = self.core.read_node(self.node, _preload_content=False)
+        return json.loads(resp.data)["metadata"]["uid"]
+
+    def publish(
+        self,
+        gpus: list[GpuInfo],
+        *,
+        existing: list[dict] | None = None,
+        node_uid: str | None = None,
+    ) -> bool:
         """Publish if we hold the pool; returns False while another agent holds it.
 
         Level-triggered: the slice on the server is compared (by a hash of what we render, and
         its owner) with what we want, so a slice deleted or edited by someone else, or a node
         recreated under the same name, is repaired on the next call; an unchanged pool writes
-        nothing and keeps its generation.
+        nothing and keeps its generation. One call costs the lease renewal plus, unless the
+        caller passes them (the fleet publisher lists them once for every node), a LIST of the
+        pool's slices and a GET of the node.
         """
         if not self.lease.try_acquire():
             if not self._standby:  # once per change: a standby agent retries every tick
@@ -241,25 +291,29 @@ class SlicePublisher:
             log.info("pool %s: took over the lease", self.node)
         self._standby = False
         current = tuple(sorted(gpus, key=lambda g: g.index))
-        existing = self._existing()
-        node_uid = self.core.read_node(self.node).metadata.uid
-        wanted = render_resource_slice(self.node, current, 0, node_uid)
-        name = wanted["metadata"]["name"]
-        digest = spec_digest(wanted)
+        if existing is None:
+            existing = self._existing()
+        if node_uid is None:
+            node_uid = self._node_uid()
+        name = slice_name(self.node)
+        if self._digested is None or self._digested[0] != current:
+            # rendered and hashed once per set of GPUs, not per renewal (the fleet renews many)
+            self._digested = (current, spec_digest(render_resource_slice(self.node, current, 0)))
+        digest = self._digested[1]
         mine = [s for s in existing if s["metadata"]["name"] == name]
         stale = [s for s in existing if s["metadata"]["name"] != name]
         if mine and not stale and _published_digest(mine[0]) == (digest, node_uid):
             return True
         generation = max((s["spec"]["pool"]["generation"] for s in existing), default=0) + 1
-        wanted["spec"]["pool"]["generation"] = generation
+        wanted = render_resource_slice(self.node, current, generation, node_uid)
         wanted["metadata"]["annotations"] = {ANNOTATION_DIGEST: digest}
         if mine:
             wanted["metadata"]["resourceVersion"] = mine[0]["metadata"]["resourceVersion"]
-            self.api.replace_resource_slice(name, wanted)
+            self.api.replace_resource_slice(name, wanted, _preload_content=False)
         else:
-            self.api.create_resource_slice(wanted)
+            self.api.create_resource_slice(wanted, _preload_content=False)
         for s in stale:
-            self.api.delete_resource_slice(s["metadata"]["name"])
+            self.api.delete_resource_slice(s["metadata"]["name"], _preload_content=False)
         log.info("published pool %s generation %d with %d GPUs", self.node, generation, len(gpus))
         return True
 

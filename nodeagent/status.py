@@ -71,10 +71,15 @@ class Collector:
         )  # fmt: skip
 
     def _read(self, claim: PreparedClaim) -> region.RegionSnapshot | None:
-        """Reclaim dead processes' slots, then snapshot; None before the first GPU call."""
-        if not region.region_path(claim.region_dir).exists():
+        """Snapshot the claim's region, first reclaiming the slots of processes that died (only
+        when the snapshot shows one: reclaiming maps and locks the region); None before the
+        first GPU call."""
+        if not region.region_exists(claim.region_dir):
             return None
         try:
+            snapshot = region.read_region(claim.region_dir)
+            if all(s.alive for s in snapshot.slots):
+                return snapshot
             freed = region.reclaim_dead(claim.region_dir)
             if freed:
                 log.info("claim %s: reclaimed %d bytes of dead processes", claim.uid, freed)

@@ -20,6 +20,12 @@ LABEL_SLICE_MANAGED_BY = f"{DOMAIN}/managed-by"
 SLICE_MANAGER = "tranche-nodeagent"
 ANNOTATION_DEVICES_DIGEST = f"{DOMAIN}/devices-digest"
 CDI_VENDOR = DOMAIN
+# Simulated (kwok) GPU nodes: how many GPUs and which model a node carries, and the fleet it
+# belongs to (`python -m nodeagent fleet` publishes for every node of one fleet). The model is
+# an annotation because label values cannot hold "Tesla V100-PCIE-32GB" as NVML names it.
+LABEL_GPU_COUNT = f"{DOMAIN}/gpu-count"
+LABEL_FLEET = f"{DOMAIN}/fleet"
+ANNOTATION_SIM_GPU_MODEL = f"{DOMAIN}/sim-gpu-model"
 
 CLAIM_REQUEST_NAME = "gpu"
 ENTITLEMENTS_CONFIGMAP = "tranche-entitlements"

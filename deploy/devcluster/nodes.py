@@ -3,23 +3,31 @@
 kwok manages only nodes carrying `kwok.x-k8s.io/node: fake`; it marks them
 Ready and plays the kubelet for their pods. GPUs themselves are published by
 the node agent as ResourceSlices (DRA), so these nodes advertise no extended
-resources: only labels naming the GPU model. Idempotent: an existing node with
-the same name is kept as is.
+resources: only labels naming the GPU model and count, and the exact model in the
+`tranche.dev/sim-gpu-model` annotation (what a simulated node's GPUs are). Idempotent:
+an existing node with the same name is kept as is.
+
+`create_fleet_nodes` makes a whole fleet at once (labelled `tranche.dev/fleet=<name>`, the
+selector `python -m nodeagent fleet` publishes for): creations run a few at a time and
+readiness is one LIST per poll, not one GET per node.
 """
 
 from __future__ import annotations
 
 import re
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from deploy.devcluster.config import FAKE_NODE_LABEL
-from tranche.names import DOMAIN
+from tranche.names import ANNOTATION_SIM_GPU_MODEL, DOMAIN, LABEL_FLEET, LABEL_GPU_COUNT
 
 GPU_MODEL_LABEL = f"{DOMAIN}/gpu-model"
-GPU_COUNT_LABEL = f"{DOMAIN}/gpu-count"
+GPU_COUNT_LABEL = LABEL_GPU_COUNT
+FLEET_LABEL = LABEL_FLEET
+CREATE_CONCURRENCY = 8  # node creations in flight: enough to hide latency, gentle on 2 cores
 # Labels NVIDIA's GPU feature discovery sets; kept so selectors written for
 # real clusters (the chart's node-agent DaemonSet) also match the fake nodes.
 NVIDIA_PRODUCT_LABEL = "nvidia.com/gpu.product"
@@ -32,11 +40,14 @@ def label_value(text: str) -> str:
     return value[:63].rstrip("-_.")
 
 
-def fake_node_manifest(name: str, gpu_model: str, gpus_per_node: int = 1) -> dict:
-    """The Node object kwok will adopt: labels for kwok and the GPU model."""
+def fake_node_manifest(
+    name: str, gpu_model: str, gpus_per_node: int = 1, fleet: str | None = None
+) -> dict:
+    """The Node object kwok will adopt: labels for kwok, the GPU model and count (and the
+    fleet it belongs to, if any)."""
     key, value = FAKE_NODE_LABEL
     model = label_value(gpu_model)
-    return {
+    manifest = {
         "apiVersion": "v1",
         "kind": "Node",
         "metadata": {
@@ -52,7 +63,11 @@ def fake_node_manifest(name: str, gpu_model: str, gpus_per_node: int = 1) -> dic
                 NVIDIA_PRODUCT_LABEL: model,
                 NVIDIA_PRESENT_LABEL: "true",
             },
-            "annotations": {"node.alpha.kubernetes.io/ttl": "0", key: value},
+            "annotations": {
+                "node.alpha.kubernetes.io/ttl": "0",
+                key: value,
+                ANNOTATION_SIM_GPU_MODEL: gpu_model,
+            },
         },
         "spec": {},
         "status": {
@@ -60,6 +75,9 @@ def fake_node_manifest(name: str, gpu_model: str, gpus_per_node: int = 1) -> dic
             "capacity": {"cpu": "32", "memory": "256Gi", "pods": "110"},
         },
     }
+    if fleet is not None:
+        manifest["metadata"]["labels"][FLEET_LABEL] = label_value(fleet)
+    return manifest
 
 
 def _is_ready(node: client.V1Node) -> bool:
@@ -67,18 +85,27 @@ def _is_ready(node: client.V1Node) -> bool:
     return any(c.type == "Ready" and c.status == "True" for c in conditions)
 
 
-def wait_nodes_ready(api_client: client.ApiClient, names: list[str], timeout: float = 60) -> None:
-    """Poll until every named node reports Ready; fail naming the laggards."""
+def wait_nodes_ready(
+    api_client: client.ApiClient,
+    names: list[str],
+    timeout: float = 60,
+    label_selector: str = "",
+) -> None:
+    """Poll (one LIST of nodes per poll, narrowed by `label_selector`) until every named node
+    reports Ready; fail naming the laggards."""
     core = client.CoreV1Api(api_client)
     deadline = time.monotonic() + timeout
-    pending = list(names)
+    pending = set(names)
+    selector = label_selector or f"{FAKE_NODE_LABEL[0]}={FAKE_NODE_LABEL[1]}"
     while pending:
-        pending = [n for n in pending if not _is_ready(core.read_node(n))]
+        listed = core.list_node(label_selector=selector).items
+        pending -= {n.metadata.name for n in listed if _is_ready(n)}
         if not pending:
             return
         if time.monotonic() > deadline:
+            shown = ", ".join(sorted(pending)[:10]) + (" ..." if len(pending) > 10 else "")
             raise TimeoutError(
-                f"nodes not Ready after {timeout:.0f}s: {', '.join(pending)}; "
+                f"{len(pending)} node(s) not Ready after {timeout:.0f}s: {shown}; "
                 "is kwok running? see .state/cluster/logs/kwok.log"
             )
         time.sleep(0.3)
@@ -103,6 +130,50 @@ def create_fake_gpu_nodes(
     if wait_ready:
         wait_nodes_ready(api_client, names)
     return names
+
+
+def _create_node(core: client.CoreV1Api, manifest: dict) -> None:
+    try:
+        core.create_node(manifest, _preload_content=False)
+    except ApiException as exc:
+        if exc.status != 409:  # 409: already exists, keep it (idempotent)
+            raise
+
+
+def create_fleet_nodes(
+    api_client: client.ApiClient,
+    fleet: str,
+    count: int,
+    gpu_model: str = "Tesla V100-PCIE-32GB",
+    gpus_per_node: int = 8,
+    *,
+    prefix: str | None = None,
+    start: int = 0,
+    wait_ready: bool = True,
+    timeout: float = 120,
+) -> list[str]:
+    """Create nodes `<prefix>-<start>` .. `<prefix>-<start+count-1>` (prefix: `fleet`) in
+    fleet `fleet`, each simulated with `gpus_per_node` GPUs of `gpu_model`; returns their names.
+
+    Idempotent (existing nodes are kept). Call it once per model to mix models in one fleet
+    (a distinct `prefix` or `start` each). Readiness: one LIST of the fleet per poll.
+    """
+    core = client.CoreV1Api(api_client)
+    names = [f"{prefix or fleet}-{i}" for i in range(start, start + count)]
+    manifests = [fake_node_manifest(n, gpu_model, gpus_per_node, fleet) for n in names]
+    with ThreadPoolExecutor(CREATE_CONCURRENCY) as pool:
+        list(pool.map(lambda m: _create_node(core, m), manifests))  # list(): raise any error
+    if wait_ready:
+        wait_nodes_ready(api_client, names, timeout, f"{FLEET_LABEL}={label_value(fleet)}")
+    return names
+
+
+def delete_fleet_nodes(api_client: client.ApiClient, fleet: str) -> None:
+    """Delete every node of `fleet` in one call, without waiting (their slices follow through
+    the garbage collector)."""
+    client.CoreV1Api(api_client).delete_collection_node(
+        label_selector=f"{FLEET_LABEL}={label_value(fleet)}"
+    )
 
 
 def delete_fake_nodes(api_client: client.ApiClient, names: list[str]) -> None:

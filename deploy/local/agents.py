@@ -36,29 +36,59 @@ def argv(
     index: int,
     state: Path,
     kubeconfig: Path,
-    port: int,
+    port: int | None,
     *,
     metrics_base: int = 0,
     kubelet_tls: Path | None = None,
+    gpus: int = GPUS_PER_NODE,
 ) -> list[str]:
-    """The agent command line for one demo node (pure); metrics_base 0: no metrics endpoint;
-    kubelet_tls: the dev cluster's PKI folder, so `kubectl logs` reaches the demo's pods."""
+    """The agent command line for one demo node (pure); port None: no portal stream;
+    metrics_base 0: no metrics endpoint; kubelet_tls: the dev cluster's PKI folder, so
+    `kubectl logs` reaches the demo's pods."""
     home = state / "agents" / node
     tls = ["--kubelet-tls-dir", str(kubelet_tls)] if kubelet_tls else []
+    portal = (
+        ["--portal", f"ws://127.0.0.1:{port}/ws/agent/",
+         "--token-file", str(state / "agents" / f"{node}.token")]
+        if port is not None else []
+    )  # fmt: skip
     return [
         sys.executable, "-m", "nodeagent", "run",
         "--node", node,
         "--simulate",
         "--core-lib", str(CORE_LIB),
-        "--sim-gpus", str(GPUS_PER_NODE),
+        "--sim-gpus", str(gpus),
         "--kubeconfig", str(kubeconfig),
-        "--portal", f"ws://127.0.0.1:{port}/ws/agent/",
-        "--token-file", str(state / "agents" / f"{node}.token"),
+        *portal,
         "--state-dir", str(home),
         "--kubelet-dir", str(home / "kubelet"),
         "--cdi-dir", str(home / "cdi"),
         "--metrics-port", str(metrics_base + index if metrics_base else 0),
         *tls,
+    ]  # fmt: skip
+
+
+def fleet_argv(
+    kubeconfig: Path,
+    fleet: str,
+    *,
+    interval: float = 10.0,
+    gpu_model: str = GPU_MODEL,
+    gpus_per_node: int = 8,
+) -> list[str]:
+    """The command line of one fleet publisher (pure): the ResourceSlices of every node
+    labelled `tranche.dev/fleet=<fleet>` (deploy.devcluster.nodes.create_fleet_nodes makes
+    them; each node's own model annotation and GPU count label win over `gpu_model` and
+    `gpus_per_node`). Stop it with SIGTERM: it gives the pools' leases back and exits."""
+    from deploy.devcluster.nodes import FLEET_LABEL, label_value
+
+    return [
+        sys.executable, "-m", "nodeagent", "fleet",
+        "--kubeconfig", str(kubeconfig),
+        "--node-selector", f"{FLEET_LABEL}={label_value(fleet)}",
+        "--sim-model", gpu_model,
+        "--gpus-per-node", str(gpus_per_node),
+        "--interval", str(interval),
     ]  # fmt: skip
 
 

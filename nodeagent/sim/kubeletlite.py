@@ -30,6 +30,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -39,10 +40,12 @@ from nodeagent.cdi import CDI_KIND, spec_path
 from nodeagent.draplugin.gen.dra.v1 import api_pb2 as v1
 from nodeagent.draplugin.gen.dra.v1 import api_pb2_grpc as v1_grpc
 from nodeagent.sim.cgroups import OOM_EXIT_CODE, MemoryCgroup
+from nodeagent.sim.podwatch import PodChanges
 from tranche.pod_reasons import parse_quantity
 
 log = logging.getLogger(__name__)
 ANNOTATION = "tranche.dev/workload-"
+RESYNC_SECONDS = 30.0  # the longest a missed pod change waits (see nodeagent/sim/podwatch.py)
 
 
 @dataclass
@@ -143,6 +146,11 @@ class KubeletLite:
         self.log_dir = log_dir
         self.pods: dict[str, RunningPod] = {}
         self.log_server = None
+        # The node's pods are listed when the watch saw a change, while a pod waits to start,
+        # and every RESYNC_SECONDS; a tick with none of these only checks local processes.
+        self.changes = PodChanges(self.core, node)
+        self._listed_at = float("-inf")
+        self._waiting = False
 
     def _json(self, resp) -> dict:
         return json.loads(resp.data)
@@ -322,7 +330,18 @@ class KubeletLite:
         )
 
     def sync(self) -> None:
-        """One level-triggered pass: start what should run, stop what should not."""
+        """One level-triggered pass: start what should run, stop what should not, report the
+        exits of workloads. The node's pods are listed only when something may have changed
+        (see `self.changes`); otherwise only the local processes are checked."""
+        now = time.monotonic()
+        if self.changes.changed.is_set() or self._waiting or now - self._listed_at > RESYNC_SECONDS:
+            self.changes.changed.clear()  # before the LIST: a change during it lists again
+            self._sync_listed()
+            self._listed_at = now
+        else:
+            self._report_exits()
+
+    def _sync_listed(self) -> None:
         pods = self._json(
             self.core.list_pod_for_all_namespaces(
                 field_selector=f"spec.nodeName={self.node}", _preload_content=False
@@ -342,14 +361,7 @@ class KubeletLite:
         for uid in list(self.pods):
             if uid not in wanted:
                 self._stop(self.pods.pop(uid))
-        for running in self.pods.values():
-            if running.process and running.process.poll() is not None and not running.reported:
-                try:
-                    self._report_exit(running)
-                except Exception as exc:  # the next sync retries
-                    log.warning(
-                        "pod %s/%s: exit not reported: %s", running.namespace, running.name, exc
-                    )
+        self._report_exits()
         for uid, pod in wanted.items():
             if uid in self.pods:
                 continue
@@ -364,8 +376,20 @@ class KubeletLite:
                     pod["metadata"]["name"],
                     exc,
                 )
+        self._waiting = any(uid not in self.pods for uid in wanted)
+
+    def _report_exits(self) -> None:
+        for running in self.pods.values():
+            if running.process and running.process.poll() is not None and not running.reported:
+                try:
+                    self._report_exit(running)
+                except Exception as exc:  # the next sync retries
+                    log.warning(
+                        "pod %s/%s: exit not reported: %s", running.namespace, running.name, exc
+                    )
 
     def stop_all(self) -> None:
+        self.changes.stop()
         for uid in list(self.pods):
             self._stop(self.pods.pop(uid))
         if self.log_server is not None:

@@ -51,7 +51,7 @@ from scalekit.stack import Stack  # noqa: E402
 # nodes per step; tenants = 4 x nodes, slices = 32 x nodes
 SIZES = {"full": (16, 32, 63, 125), "small": (2, 4)}
 PHASES = {  # seconds of each timed phase, and order probes per step
-    "full": {"pages": 15, "fanout": 10, "agent": 30, "probes": 30, "fanout_viewers": 200},
+    "full": {"pages": 10, "fanout": 10, "agent": 20, "probes": 30, "fanout_viewers": 200},
     "small": {"pages": 2, "fanout": 2, "agent": 3, "probes": 4, "fanout_viewers": 10},
 }
 PAGE_USER_PASSWORD = secrets.token_urlsafe(12)
@@ -121,7 +121,8 @@ class Scale:
         new_nodes = range(self.nodes, nodes)
         began = time.monotonic()
         fleet.create_nodes(self.api, new_nodes)
-        fleet.publish_slices(self.api, new_nodes)
+        if fleet.AGENT_NODE_INDEX in new_nodes:
+            self.start_agent()
         fleet.wait(
             lambda: sum(fleet.published_devices(self.api).values()) >= fig["gpus"],
             120, f"{fig['gpus']} GPUs published", 1,
@@ -148,6 +149,22 @@ class Scale:
         say(f"{nodes} nodes: {len(ids)} new orders active: {fig['bulk_buy']}")
 
         slices = nodes * fleet.GPUS_PER_NODE * fleet.SLICES_PER_GPU
+        fig["allocation"] = self.allocate(new, slices)
+        fleet.wait(
+            lambda: sum(fleet.running_on(fleet.bench_pods(self.api)).values()) >= slices,
+            300, f"{slices} pods Running", 2,
+        )  # fmt: skip
+        return fig
+
+    def allocate(self, new: list[fleet.Tenant], slices: int) -> dict:
+        """The new tenants' Deployments, with the scheduler stopped until every pod and claim
+        exists: the controller manager's pace (pods and claims created per second) and the
+        scheduler's (claims allocated per second, once it starts on a full backlog) are then
+        two figures instead of one pipeline paced by its slowest stage."""
+        from deploy.devcluster import launcher
+
+        settings = self.stack.cluster_settings
+        launcher.stop_component(settings, "kube-scheduler")
         began = time.monotonic()
         fleet.create_workloads(self.api, new)
         fleet.wait(
@@ -158,28 +175,77 @@ class Scale:
             lambda: fleet.claim_count(self.api) >= slices, 1200, f"{slices} claims created", 1
         )
         claims_created = time.monotonic() - began
-        fleet.wait(
-            lambda: fleet.allocated_claims(self.api) >= slices,
-            1200,
-            f"{slices} claims allocated",
-            2,
-        )
-        took = time.monotonic() - began
-        new_claims = len(new) * fleet.SLICES_PER_TENANT
-        fig["allocation"] = {
+        before = fleet.allocated_claims(self.api)
+        started = time.monotonic()
+        launcher.start_component(settings, "kube-scheduler")
+        first = None
+        while True:
+            done = fleet.allocated_claims(self.api)
+            if first is None and done > before:
+                first = time.monotonic()
+            if done >= slices:
+                break
+            if time.monotonic() - started > 1200:
+                raise TimeoutError(f"{done} of {slices} claims allocated after 1200 s")
+            time.sleep(0.5)
+        took = time.monotonic() - started
+        new_claims = slices - before
+        fig = {
             "claims_total": slices,
             "claims_new": new_claims,
-            "seconds": round(took, 1),
             "pods_created_s": round(pods_created, 1),
             "claims_created_s": round(claims_created, 1),
-            "claims_per_s": round(new_claims / took, 1),
+            "created_per_s": round(new_claims / claims_created, 1),
+            "scheduler_s": round(took, 1),
+            "scheduler_start_s": round(first - started, 1),
+            "claims_per_s": round(new_claims / max(0.1, time.monotonic() - first), 1),
         }
-        fleet.wait(
-            lambda: sum(fleet.running_on(fleet.bench_pods(self.api)).values()) >= slices,
-            300, f"{slices} pods Running", 2,
-        )  # fmt: skip
-        say(f"{nodes} nodes: allocation {fig['allocation']}")
+        say(f"{self.nodes} nodes: allocation {fig}")
         return fig
+
+    def start_agent(self) -> None:
+        """The one real node agent (node 0): simulated GPUs, kubelet-lite running each pod's
+        workload under the interception core, status streamed to the portal."""
+        from scalekit.agent import agent_argv
+
+        from portal.agents.services import issue_node_token
+
+        node = fleet.node_name(fleet.AGENT_NODE_INDEX)
+        token = self.stack.state / "agents" / f"{node}.token"
+        token.parent.mkdir(parents=True, exist_ok=True)
+        token.write_text(issue_node_token(node) + "\n")
+        token.chmod(0o600)
+        self.stack.spawn(
+            "agent", agent_argv(node, self.stack.state, self.stack.kubeconfig, self.stack.port)
+        )
+
+    def agent(self) -> dict:
+        """The real agent's own CPU (not its workloads') with its node's containers running,
+        and the fleet publisher's per node."""
+        from scalekit.agent import measure_agent_cpu
+
+        node = fleet.node_name(fleet.AGENT_NODE_INDEX)
+        running = fleet.running_on(fleet.bench_pods(self.api))[node]
+        logs = (self.stack.state / "agents" / node / "pods").glob("*.log")
+        workloads = sum(1 for log in logs if '"event": "running"' in log.read_text())
+        pub0 = self.stack.stats("fleet").cpu_seconds
+        fig = measure_agent_cpu(self.stack.procs["agent"].pid, self.phases["agent"])
+        pub = self.stack.stats("fleet")
+        publisher_nodes = self.nodes - 1
+        return {
+            "node": node,
+            "containers": running,
+            "workloads_running": workloads,
+            **fig,
+            "fleet_publisher": {
+                "nodes": publisher_nodes,
+                "cpu_percent": round(100 * (pub.cpu_seconds - pub0) / fig["seconds"], 2),
+                "cpu_percent_per_node": round(
+                    100 * (pub.cpu_seconds - pub0) / fig["seconds"] / max(1, publisher_nodes), 4
+                ),
+                "rss_mib": pub.rss_mib,
+            },
+        }
 
     # -- measurements ------------------------------------------------------------------------
     def order_probes(self, count: int) -> dict:
@@ -192,6 +258,8 @@ class Scale:
         step = max(1, len(self.tenants) // count)
         chosen = self.tenants[::step][:count]
         latencies, direct = [], []
+        worker_log = self.stack.state / "logs" / "worker.log"
+        offset = worker_log.stat().st_size
         for t in chosen:
             self.quantity[t.index] = 9 if self.quantity[t.index] == 8 else 8
             oid = fleet.order(t, self.quantity[t.index])
@@ -205,11 +273,36 @@ class Scale:
                 applier.apply(obj)
             direct.append(time.perf_counter() - began)
         ctl, base = summary(latencies), summary(direct)
+        inside = self._reconcile_split(worker_log, offset, {t.project_id for t in chosen})
         return {
             "controller": ctl,
+            "reconcile_task": inside,
             "direct_apply": {**base, "objects_per_project": len(objects)},
             "ratio_p50": round(ctl["p50_s"] / base["p50_s"], 2),
             "ratio_p99": round(ctl["p99_s"] / base["p99_s"], 2),
+        }
+
+    @staticmethod
+    def _reconcile_split(log: Path, offset: int, projects: set[int]) -> dict:
+        """Where the probes' reconciles spent their time, from the worker's task results: the
+        whole task, its API requests, and the rest (database and Python)."""
+        import re
+
+        with log.open("rb") as f:
+            f.seek(offset)
+            text = f.read().decode(errors="replace")
+        total, api = [], []
+        pattern = r"'project': (\d+), .*?'ms': ([\d.]+), 'api_ms': ([\d.]+)"
+        for pid, ms, api_ms in re.findall(pattern, text):
+            if int(pid) in projects:
+                total.append(float(ms) / 1000)
+                api.append(float(api_ms) / 1000)
+        rest = [t - a for t, a in zip(total, api, strict=True)]
+        return {
+            "n": len(total),
+            "p50_s": round(percentile(total, 50), 3),
+            "api_p50_s": round(percentile(api, 50), 3),
+            "database_and_python_p50_s": round(percentile(rest, 50), 3),
         }
 
     def resync(self) -> dict:
@@ -309,7 +402,6 @@ class Scale:
         }
         began = time.monotonic()
         fleet.create_nodes(self.api, range(index, index + 1))
-        fleet.publish_slices(self.api, range(index, index + 1))
         slices = self.nodes * fleet.GPUS_PER_NODE * fleet.SLICES_PER_GPU
         fleet.wait(
             lambda: sum(fleet.running_on(fleet.bench_pods(self.api)).values()) >= slices,
@@ -321,6 +413,8 @@ class Scale:
     def step(self, nodes: int) -> dict:
         fig = self.grow(nodes)
         fig["watcher_after_growth"] = self.watcher()
+        fig["agent"] = self.agent()
+        say(f"{nodes} nodes: agent {fig['agent']}")
         fig["order_to_active"] = self.order_probes(self.phases["probes"])
         say(f"{nodes} nodes: order -> active {fig['order_to_active']}")
         fig["noop_resync"] = self.resync()
@@ -351,6 +445,10 @@ def main() -> None:
         stack.configure()
         prepare_database()
         stack.start_platform()
+        from deploy.local.agents import fleet_argv
+
+        # One publisher for every fleet node (node 0 is the real agent's), re-checking each 5 s.
+        stack.spawn("fleet", fleet_argv(stack.kubeconfig, fleet.FLEET, interval=5.0))
         say(f"portal {stack.url}, worker, beat, watcher running (logs {stack.state / 'logs'})")
         from controller.apply import shared_api_client
 

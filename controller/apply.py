@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 import threading
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -199,6 +200,11 @@ class Applier:
     field_manager: str = FIELD_MANAGER
     calls: Counter[str] = field(default_factory=Counter)
     lists: Counter[str] = field(default_factory=Counter)  # resource plural -> LISTs
+    # Wall time with at least one API request in flight (a reconcile's parallel reads count
+    # once, as the time they took together), for the reconcile's log line and the benchmark.
+    api_seconds: float = 0.0
+    _in_flight: int = 0
+    _busy_since: float = 0.0
 
     @property
     def writes(self) -> int:
@@ -215,17 +221,27 @@ class Applier:
         headers = {"Accept": "application/json"}
         if "content_type" in kw:
             headers["Content-Type"] = kw.pop("content_type")
+        with _COUNT_LOCK:
+            if self._in_flight == 0:
+                self._busy_since = time.perf_counter()
+            self._in_flight += 1
         try:
             resp = http(
                 self.api, method, path, kw.get("query", ()), headers=headers, body=kw.get("body")
             )
+            body = resp.read()
         except ApiException as exc:
             if exc.status == 404 and method in ("GET", "DELETE"):
                 return None
             raise _classify(exc) from exc
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise TransientApiError(f"{method} {path}: {exc}") from exc
-        return json.loads(resp.read() or b"null")
+        finally:
+            with _COUNT_LOCK:
+                self._in_flight -= 1
+                if self._in_flight == 0:
+                    self.api_seconds += time.perf_counter() - self._busy_since
+        return json.loads(body or b"null")
 
     def get(self, api_version: str, kind: str, name: str, namespace: str | None = None):
         """The live object or None."""

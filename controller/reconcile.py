@@ -67,6 +67,8 @@ class ReconcileResult:
     changes: list[str] = field(default_factory=list)
     calls: Counter[str] = field(default_factory=Counter)
     orders: dict[int, str] = field(default_factory=dict)
+    seconds: float = 0.0  # the whole reconcile, lock wait included
+    api_seconds: float = 0.0  # of which in API requests (parallel reads overlap)
 
     @property
     def writes(self) -> int:
@@ -158,9 +160,10 @@ def reconcile_project(
     project_id: int, applier: Applier | None = None, platform_cached: bool = True
 ) -> ReconcileResult:
     """Make the project's namespace match the database. Idempotent; safe to run concurrently."""
+    began = time.perf_counter()
     namespace = Project.objects.values_list("namespace", flat=True).get(pk=project_id)
     applier = applier or Applier(shared_api_client())
-    before = Counter(applier.calls)
+    before, api_before = Counter(applier.calls), applier.api_seconds
     result = ReconcileResult(project_id)
     with project_lock(project_id):
         orders = desired.open_orders(project_id)
@@ -204,8 +207,14 @@ def reconcile_project(
         lifecycle.store_outcome(outcome)
         result.orders = {o.order_id: o.state for o in outcome.orders if o.state}
     result.calls = applier.calls - before
+    result.seconds = time.perf_counter() - began
+    result.api_seconds = applier.api_seconds - api_before
     if result.changes:
-        log.info("project %s: %s", project_id, ", ".join(result.changes))
+        log.info(
+            "project %s: %s (%.0f ms, of which API requests %.0f ms)",
+            project_id, ", ".join(result.changes), 1000 * result.seconds,
+            1000 * result.api_seconds,
+        )  # fmt: skip
     return result
 
 

@@ -41,7 +41,13 @@ def reconcile_project(project_id: int) -> dict:
     except Project.DoesNotExist:
         log.info("project %s no longer exists: nothing to reconcile", project_id)
         return {"project": project_id, "writes": 0, "orders": 0, "gone": True}
-    return {"project": project_id, "writes": result.writes, "orders": result.orders}
+    return {
+        "project": project_id,
+        "writes": result.writes,
+        "orders": result.orders,
+        "ms": round(1000 * result.seconds, 1),
+        "api_ms": round(1000 * result.api_seconds, 1),
+    }
 
 
 @shared_task(name="controller.resync_all", **RETRY)

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from tranche.names import LABEL_FLEET
+
 GPUS_PER_NODE = 8
 SLICES_PER_GPU = 4
 TENANTS_PER_NODE = 4
@@ -28,7 +30,10 @@ MODELS = (
     ("NVIDIA A100-SXM4-40GB", "tranche-a100-10g"),
 )
 PREFIX = "kwok-scale"
-FLEET_LABEL = "tranche.dev/fleet"
+FLEET_LABEL = LABEL_FLEET
+FLEET = "scale"
+AGENT_FLEET = "scale-agent"
+AGENT_NODE_INDEX = 0
 APP_LABEL = "tranche.dev/bench-app"
 WORKLOAD = "infer"
 
@@ -67,6 +72,12 @@ def wait(predicate, timeout: float, what: str, interval: float = 0.5):
 
 
 # -- nodes ----------------------------------------------------------------------------------------
+def fleet_of(index: int) -> str:
+    """Node 0 is run by one real node agent (kubelet-lite, workloads under the core); every
+    other node by the fleet publisher, which selects `tranche.dev/fleet=scale` only."""
+    return AGENT_FLEET if index == AGENT_NODE_INDEX else FLEET
+
+
 def create_nodes(api: client.ApiClient, indexes: range) -> list[str]:
     """kwok GPU nodes for `indexes` (existing ones kept), labelled with their fleet."""
     from deploy.devcluster.nodes import fake_node_manifest
@@ -75,8 +86,7 @@ def create_nodes(api: client.ApiClient, indexes: range) -> list[str]:
     names = []
     for i in indexes:
         model, _cls = model_of(i)
-        body = fake_node_manifest(node_name(i), model, GPUS_PER_NODE)
-        body["metadata"]["labels"][FLEET_LABEL] = "scale"
+        body = fake_node_manifest(node_name(i), model, GPUS_PER_NODE, fleet=fleet_of(i))
         try:
             core.create_node(body)
         except ApiException as exc:
@@ -90,7 +100,7 @@ def create_nodes(api: client.ApiClient, indexes: range) -> list[str]:
 def _ready_count(core: client.CoreV1Api, names: list[str]) -> int:
     wanted = set(names)
     ready = 0
-    for node in core.list_node(label_selector=f"{FLEET_LABEL}=scale").items:
+    for node in core.list_node(label_selector=FLEET_LABEL).items:
         conds = node.status.conditions or []
         if node.metadata.name in wanted and any(
             c.type == "Ready" and c.status == "True" for c in conds
@@ -112,48 +122,6 @@ def published_devices(api: client.ApiClient) -> Counter[str]:
             if s["spec"].get("driver") == DRIVER
         }
     )
-
-
-def fleet_gpus(index: int) -> list:
-    """The GPUs node `index` has (as a simulated agent would discover them)."""
-    import hashlib
-
-    from nodeagent.discovery import GpuInfo
-
-    model, _cls = model_of(index)
-    gib = 40 if "A100" in model else 32
-    tag = int.from_bytes(hashlib.sha256(node_name(index).encode()).digest()[:4], "big")
-    return [
-        GpuInfo(
-            index=g,
-            minor=g,
-            name=model,
-            uuid=f"GPU-{tag:08x}-0000-4000-8000-{g:012x}",
-            memory_bytes=gib * 1024**3,
-            compute_capability="8.0" if gib == 40 else "7.0",
-            architecture="Ampere" if gib == 40 else "Volta",
-            driver_version="550.54.15",
-            cuda_version="12.4",
-            sm_count=80,
-            mig_enabled=False,
-        )
-        for g in range(GPUS_PER_NODE)
-    ]
-
-
-def publish_slices(api: client.ApiClient, indexes) -> None:
-    """One ResourceSlice per node, owned by its Node (what the agent's publisher renders)."""
-    from nodeagent.slices import render_resource_slice
-
-    core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
-    for i in indexes:
-        uid = core.read_node(node_name(i)).metadata.uid
-        body = render_resource_slice(node_name(i), fleet_gpus(i), generation=1, node_uid=uid)
-        try:
-            custom.create_cluster_custom_object("resource.k8s.io", "v1", "resourceslices", body)
-        except ApiException as exc:
-            if exc.status != 409:
-                raise
 
 
 # -- tenants --------------------------------------------------------------------------------------
@@ -236,7 +204,7 @@ def deployment(tenant: Tenant, replicas: int = SLICES_PER_TENANT) -> dict:
                     },
                 },
                 "spec": {
-                    "nodeSelector": {FLEET_LABEL: "scale"},
+                    "terminationGracePeriodSeconds": 0,
                     "resourceClaims": [
                         {"name": "gpu", "resourceClaimTemplateName": tenant.device_class}
                     ],

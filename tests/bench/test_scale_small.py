@@ -14,6 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 FIGURES = (
     "bulk_buy",
     "allocation",
+    "agent",
     "order_to_active",
     "noop_resync",
     "node_lost",

@@ -88,3 +88,55 @@ def test_plan_applies_only_drift_and_prunes_only_unwanted() -> None:
         [("v1", "ResourceQuota", "stray", "n")],
     )
     assert plan([want], {key: {"q": _live(want), "stray": stray}}, prune=False) == ([], [])
+
+
+def test_api_seconds_count_parallel_requests_once() -> None:
+    """Two requests in flight together count as the span they took together, not twice: the
+    server answers neither until both have arrived, so they overlap whatever the load."""
+    import threading
+    import time
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from kubernetes import client
+
+    from controller.apply import Applier
+
+    both_arrived = threading.Barrier(2, timeout=30)
+
+    class Paired(BaseHTTPRequestHandler):
+        def do_GET(self):
+            both_arrived.wait()
+            body = b'{"items": []}'
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Paired)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    spans: list[tuple[float, float]] = []
+    conf = client.Configuration(host=f"http://127.0.0.1:{server.server_port}")
+    applier = Applier(client.ApiClient(conf))
+
+    def read() -> None:
+        began = time.perf_counter()
+        applier.list_managed("v1", "ConfigMap", "ns")
+        spans.append((began, time.perf_counter()))
+
+    try:
+        readers = [threading.Thread(target=read) for _ in range(2)]
+        for r in readers:
+            r.start()
+        for r in readers:
+            r.join()
+    finally:
+        server.shutdown()
+    assert applier.calls["list"] == 2
+    together = max(end for _, end in spans) - min(start for start, _ in spans)
+    each = sum(end - start for start, end in spans)
+    assert applier.api_seconds <= together
+    assert applier.api_seconds < each

@@ -137,7 +137,12 @@ def store_outcome(outcome: ProjectOutcome) -> int:
         subs = Subscription.objects.select_for_update().in_bulk(
             [s.subscription_id for s in outcome.subscriptions]
         )
-        orders = Order.objects.select_for_update().in_bulk([o.order_id for o in outcome.orders])
+        # The product comes along (a transition's audit line names it) without being locked.
+        orders = (
+            Order.objects.select_for_update(of=("self",))
+            .select_related("product")
+            .in_bulk([o.order_id for o in outcome.orders])
+        )
         for want in outcome.orders:
             written += _store_order(orders[want.order_id], want)
         now = timezone.now()

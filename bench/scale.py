@@ -131,7 +131,12 @@ class Scale:
         self.nodes = nodes
 
         first = len(self.tenants)
-        new = fleet.create_tenants(range(first, nodes * fleet.TENANTS_PER_NODE))
+        indexes = range(first, nodes * fleet.TENANTS_PER_NODE)
+        new = []
+        if first == 0:  # the tenant whose pages are measured logs in with a password
+            new += fleet.create_tenants(range(1), password=PAGE_USER_PASSWORD)
+            indexes = range(1, indexes.stop)
+        new += fleet.create_tenants(indexes)
         self.tenants += new
         began = time.monotonic()
         ids = [fleet.order(t, fleet.SLICES_PER_TENANT) for t in new]
@@ -305,6 +310,40 @@ class Scale:
             "database_and_python_p50_s": round(percentile(rest, 50), 3),
         }
 
+    def portal(self) -> dict:
+        """Quota and live pages at 50 clients, and fan-out of agent reports to the live page's
+        viewers, for tenant 0 (scalekit.pages)."""
+        try:
+            from scalekit import pages
+        except ImportError:
+            return {"not_measured": "scalekit.pages is not there"}
+        from portal.agents.services import issue_node_token
+
+        tenant = self.tenants[0]
+        user = f"scale-{tenant.index}"
+        fig = {
+            "pages": pages.measure_pages(
+                self.stack.url, user, PAGE_USER_PASSWORD, tenant.project_id,
+                clients=50, seconds=self.phases["pages"],
+            )
+        }  # fmt: skip
+        # A node (not the real agent's, whose token must stay valid) running one of the
+        # tenant's pods: the portal accepts a pod's report only from the node it runs on.
+        agent_node = fleet.node_name(fleet.AGENT_NODE_INDEX)
+        nodes = sorted(
+            p["spec"]["nodeName"]
+            for p in fleet.bench_pods(self.api)
+            if p["metadata"]["namespace"] == tenant.namespace
+            and p["spec"].get("nodeName") not in (None, agent_node)
+        )
+        if nodes:
+            token = issue_node_token(nodes[0], rotate=True)
+            fig["fanout"] = pages.measure_fanout(
+                self.stack.url, user, PAGE_USER_PASSWORD, tenant.project_id, nodes[0], token,
+                viewers=self.phases["fanout_viewers"], rate_hz=10, seconds=self.phases["fanout"],
+            )  # fmt: skip
+        return fig
+
     def resync(self) -> dict:
         try:
             from scalekit import resync
@@ -415,6 +454,8 @@ class Scale:
         fig["watcher_after_growth"] = self.watcher()
         fig["agent"] = self.agent()
         say(f"{nodes} nodes: agent {fig['agent']}")
+        fig["portal"] = self.portal()
+        say(f"{nodes} nodes: portal {fig['portal']}")
         fig["order_to_active"] = self.order_probes(self.phases["probes"])
         say(f"{nodes} nodes: order -> active {fig['order_to_active']}")
         fig["noop_resync"] = self.resync()

@@ -15,6 +15,7 @@ FIGURES = (
     "bulk_buy",
     "allocation",
     "agent",
+    "portal",
     "order_to_active",
     "noop_resync",
     "node_lost",

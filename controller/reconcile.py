@@ -173,7 +173,10 @@ def reconcile_project(
                 Step.APPLYING, orders=orders, subscriptions=desired.subscription_states(project_id)
             )
         )
-        result.changes += sync_platform(applier, prune=False, cached=platform_cached)
+        products = desired.platform_products()  # read once: the platform and the project
+        result.changes += sync_platform(
+            applier, prune=False, cached=platform_cached, products=products
+        )
         live = _live_project(applier, namespace)
         cancelling = any(o.kind == Order.Kind.CANCEL for o in orders)
         allocated = (
@@ -181,7 +184,7 @@ def reconcile_project(
             if cancelling and live[("v1", "Namespace")]
             else {}
         )
-        state = desired.load_project(project_id, allocated)
+        state = desired.load_project(project_id, allocated, products=products)
         try:
             result.changes += applier.sync(render_project(state.spec), live)
         except ApplyError as exc:

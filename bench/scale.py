@@ -162,48 +162,43 @@ class Scale:
         return fig
 
     def allocate(self, new: list[fleet.Tenant], slices: int) -> dict:
-        """The new tenants' Deployments, with the scheduler stopped until every pod and claim
-        exists: the controller manager's pace (pods and claims created per second) and the
-        scheduler's (claims allocated per second, once it starts on a full backlog) are then
-        two figures instead of one pipeline paced by its slowest stage."""
-        from deploy.devcluster import launcher
+        """The new tenants' Deployments, as tenants make them: the controller manager creates
+        the pods and their claims, the scheduler allocates each claim as it appears. The
+        creation pace and how far allocation lags behind it are separate figures.
 
-        settings = self.stack.cluster_settings
-        launcher.stop_component(settings, "kube-scheduler")
+        (Stopping the scheduler until every claim existed, to time it on a full backlog, made
+        the v1.37.2 scheduler refuse now and then one share of a device that had room for it,
+        a pod then retried only by the 5-minute flush: docs/devcluster.md.)"""
         began = time.monotonic()
         fleet.create_workloads(self.api, new)
-        fleet.wait(
-            lambda: len(fleet.bench_pods(self.api)) >= slices, 1200, f"{slices} pods created", 1
-        )
-        pods_created = time.monotonic() - began
-        fleet.wait(
-            lambda: fleet.claim_count(self.api) >= slices, 1200, f"{slices} claims created", 1
-        )
-        claims_created = time.monotonic() - began
-        before = fleet.allocated_claims(self.api)
-        started = time.monotonic()
-        launcher.start_component(settings, "kube-scheduler")
-        first = None
-        while True:
-            done = fleet.allocated_claims(self.api)
-            if first is None and done > before:
-                first = time.monotonic()
+        created = allocated = None
+        last_done, progress_at, stalled = -1, 0.0, 0.0
+        while allocated is None:
+            claims, done = fleet.claim_counts(self.api)
+            now = time.monotonic() - began
+            if created is None and claims >= slices:
+                created = now
+            if done != last_done:
+                last_done, progress_at = done, now
+            stalled = max(stalled, now - progress_at)
             if done >= slices:
-                break
-            if time.monotonic() - started > 1200:
+                allocated = now
+            elif now > 1200:
                 raise TimeoutError(f"{done} of {slices} claims allocated after 1200 s")
-            time.sleep(0.5)
-        took = time.monotonic() - started
-        new_claims = slices - before
+            else:
+                time.sleep(0.5)
+        new_claims = len(new) * fleet.SLICES_PER_TENANT
         fig = {
             "claims_total": slices,
             "claims_new": new_claims,
-            "pods_created_s": round(pods_created, 1),
-            "claims_created_s": round(claims_created, 1),
-            "created_per_s": round(new_claims / claims_created, 1),
-            "scheduler_s": round(took, 1),
-            "scheduler_start_s": round(first - started, 1),
-            "claims_per_s": round(new_claims / max(0.1, time.monotonic() - first), 1),
+            "claims_created_s": round(created, 1),
+            "created_per_s": round(new_claims / created, 1),
+            "allocated_s": round(allocated, 1),
+            "claims_per_s": round(new_claims / allocated, 1),
+            "allocation_lag_s": round(allocated - created, 1),
+            # the longest wait without one more claim allocated (the scheduler's refusals of a
+            # share that fits are retried only by its 5-minute flush: docs/devcluster.md)
+            "longest_stall_s": round(stalled, 1),
         }
         say(f"{self.nodes} nodes: allocation {fig}")
         return fig
@@ -231,8 +226,13 @@ class Scale:
 
         node = fleet.node_name(fleet.AGENT_NODE_INDEX)
         running = fleet.running_on(fleet.bench_pods(self.api))[node]
-        logs = (self.stack.state / "agents" / node / "pods").glob("*.log")
-        workloads = sum(1 for log in logs if '"event": "running"' in log.read_text())
+
+        def workloads() -> int:  # started by kubelet-lite under the core (its pod logs)
+            logs = (self.stack.state / "agents" / node / "pods").glob("*.log")
+            return sum(1 for log in logs if '"event": "running"' in log.read_text())
+
+        # The agent's cost at rest with its containers, not while it is preparing them.
+        fleet.wait(lambda: workloads() >= running, 120, f"{running} workloads on {node}", 1)
         pub0 = self.stack.stats("fleet").cpu_seconds
         fig = measure_agent_cpu(self.stack.procs["agent"].pid, self.phases["agent"])
         pub = self.stack.stats("fleet")
@@ -240,7 +240,7 @@ class Scale:
         return {
             "node": node,
             "containers": running,
-            "workloads_running": workloads,
+            "workloads_running": workloads(),
             **fig,
             "fleet_publisher": {
                 "nodes": publisher_nodes,

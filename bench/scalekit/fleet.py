@@ -238,14 +238,10 @@ def _list(api: client.ApiClient, path: str, query: list | None = None) -> list[d
     return json.loads(resp.read())["items"]
 
 
-def allocated_claims(api: client.ApiClient) -> int:
-    """ResourceClaims with an allocation, cluster-wide."""
+def claim_counts(api: client.ApiClient) -> tuple[int, int]:
+    """(ResourceClaims, of which allocated), cluster-wide, in one LIST."""
     items = _list(api, "/apis/resource.k8s.io/v1/resourceclaims")
-    return sum(1 for c in items if c.get("status", {}).get("allocation"))
-
-
-def claim_count(api: client.ApiClient) -> int:
-    return len(_list(api, "/apis/resource.k8s.io/v1/resourceclaims"))
+    return len(items), sum(1 for c in items if c.get("status", {}).get("allocation"))
 
 
 def bench_pods(api: client.ApiClient) -> list[dict]:

@@ -44,6 +44,7 @@ os.environ["TRANCHE_DB_POOL_MAX_SIZE"] = str(BENCH_POOL)
 os.environ["TRANCHE_CHANNELS_PREFIX"] = f"load-{secrets.token_hex(3)}"
 sys.path.insert(0, str(ROOT))
 FIGURES = ("p50_ms", "p95_ms", "p99_ms")
+FAN_OUT_FIGURES = ("delivered_per_s", "lag_p50_s", "lag_p99_s", "frames_acked")
 
 
 def free_port() -> int:
@@ -126,45 +127,58 @@ def stop_portal(proc: subprocess.Popen) -> None:
         proc.kill()
 
 
-def compare_pages(before: str, rounds: int, seconds: float, who: tuple, log: Path) -> dict:
-    """`measure_pages` (50 browsers) of the portal of commit `before` and of this tree on the
-    same seeded database, alternating (ABBA) so that a busier machine slows both alike; the
-    median of each figure over `rounds` runs of each, side by side."""
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def measure_round(args: argparse.Namespace, fleet, portal: subprocess.Popen, url: str) -> dict:
+    """The figures compared before/after, flat: pages at 50 browsers, fan-out at 200 viewers."""
     from bench.scalekit import pages
 
+    who = (url, fleet.username, fleet.password, fleet.project_id)
+    flat = {}
+    if args.only != "fan-out":
+        row = pages.measure_pages(*who, clients=50, seconds=2 * args.seconds)
+        flat.update({f"{p} {k}": row[p][k] for p in ("quota", "live") for k in FIGURES})
+        flat["closed loop 50: requests/s"] = row["closed_loop"]["per_s"]
+    if args.only != "pages":
+        cpu = cpu_seconds(portal.pid)
+        row = pages.measure_fanout(*who, fleet.node, fleet.node_token, 200, args.rate,
+                                   args.seconds, pod=fleet.pod)  # fmt: skip
+        flat.update({f"fan-out 200: {k}": row[k] for k in FAN_OUT_FIGURES})
+        flat["fan-out 200: portal CPU s"] = round(cpu_seconds(portal.pid) - cpu, 1)
+    return flat
+
+
+def compare(args: argparse.Namespace, fleet, url: str, log: Path) -> dict:
+    """The portal of commit `args.before` and this tree's, on the same seeded database,
+    alternating (ABBA) so that a busier machine slows both alike; the median of each figure
+    over `args.rounds` runs of each, side by side."""
     runs: dict[str, list[dict]] = {"before": [], "after": []}
-    port = int(urlsplit(who[0]).port)
+    port = int(urlsplit(url).port)
     with tempfile.TemporaryDirectory(prefix="tranche-before-") as tmp:
-        archive = subprocess.run(["git", "archive", before], cwd=ROOT, capture_output=True,
+        archive = subprocess.run(["git", "archive", args.before], cwd=ROOT, capture_output=True,
                                  check=True).stdout  # fmt: skip
         subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
         trees = [("before", Path(tmp)), ("after", ROOT)]
-        for r in range(rounds):
+        for r in range(args.rounds):
             for label, tree in trees if r % 2 == 0 else trees[::-1]:
                 portal = start_portal(port, log, tree)
                 try:
-                    runs[label].append(pages.measure_pages(*who, clients=50, seconds=seconds))
+                    runs[label].append(measure_round(args, fleet, portal, url))
                 finally:
                     stop_portal(portal)
                 print(label, json.dumps(runs[label][-1]), flush=True)
-    table = {}
-    for label, rows in runs.items():
-        table[label] = {
-            page: {k: statistics.median(row[page][k] for row in rows) for k in FIGURES}
-            for page in ("quota", "live")
-        }
-        table[label]["closed_loop_per_s"] = statistics.median(
-            row["closed_loop"]["per_s"] for row in rows
-        )
-    print(f"medians of {rounds} runs each, 50 browsers (open loop), before = {before}")
-    for page in ("quota", "live"):
-        b, a = table["before"][page], table["after"][page]
-        print(f"{page:<6}" + "".join(f" {k} {b[k]:>7.1f} -> {a[k]:>6.1f}" for k in FIGURES))
-    print(
-        f"closed loop, 50 clients: {table['before']['closed_loop_per_s']} -> "
-        f"{table['after']['closed_loop_per_s']} requests/s"
-    )
-    return {"before_ref": before, "rounds": rounds, "medians": table, "runs": runs}
+    medians = {
+        label: {k: statistics.median(row[k] for row in rows) for k in rows[0]}
+        for label, rows in runs.items()
+    }
+    print(f"medians of {args.rounds} runs each: before ({args.before}) -> after (this tree)")
+    for key, value in medians["before"].items():
+        print(f"  {key:<30} {value:>9} -> {medians['after'][key]}")
+    return {"before_ref": args.before, "rounds": args.rounds, "medians": medians, "runs": runs}
 
 
 def arguments() -> argparse.Namespace:
@@ -175,7 +189,10 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--orgs", type=int, default=500, help="organizations (one project each)")
     parser.add_argument("--quick", action="store_true", help="3 s per phase (a smoke run)")
     parser.add_argument("--only", choices=["pages", "fan-out"], help="run one part")
-    parser.add_argument("--before", help="compare the pages with this commit's portal, alone")
+    parser.add_argument(
+        "--before",
+        help="compare with this commit's portal (pages at 50 browsers, fan-out at 200 viewers)",
+    )
     parser.add_argument("--rounds", type=int, default=3, help="runs of each tree (--before)")
     args = parser.parse_args()
     if args.quick:
@@ -208,7 +225,7 @@ def main() -> None:
     # The machine is shared: the load average says how much else competed for its cores.
     results["load_average_at_start"] = os.getloadavg()[0]
     if args.before:
-        results["compare"] = compare_pages(args.before, args.rounds, 2 * args.seconds, who, log)
+        results["compare"] = compare(args, fleet, url, log)
         sampler.stop.set()
         report(results, sampler, log, "load_compare.json")
         return

@@ -199,3 +199,32 @@ def test_token_command_writes_a_private_file_and_refuses_silent_rotation(tmp_pat
         call_command("create_node_token", "kwok-gpu-9")
     call_command("create_node_token", "kwok-gpu-9", "--rotate", "--output", str(out))
     assert services.authenticate_node("kwok-gpu-9", token) is None
+
+
+def test_a_frame_costs_the_same_queries_for_one_pod_or_a_nodes_32(project, tokens):
+    """Issue #18: the ingest runs in the thread that serves every page; a node's 32 pods were an
+    update_or_create each (128 queries, ~50 ms a frame), now one upsert for the message."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from tranche.agent_protocol import parse_status
+
+    names = [f"train-{k}" for k in range(32)]
+    _bind(project, **dict.fromkeys(names, "kwok-gpu-0"))
+    # the process's first frame also prunes old history (then once a minute): not counted
+    services.record_status("kwok-gpu-0", parse_status(_status("kwok-gpu-0", 0, []), None,
+                                                      "kwok-gpu-0"))  # fmt: skip
+    counts = []
+    for seq, pods in enumerate((names[:1], names, names), start=1):
+        frame = _status("kwok-gpu-0", seq, [_pod(pod=n, memory_used_bytes=seq * GIB) for n in pods])
+        with CaptureQueriesContext(connection) as ctx:
+            events = services.record_status("kwok-gpu-0", parse_status(frame, None, "kwok-gpu-0"))
+        counts.append(len(ctx.captured_queries))
+        assert [e.event["pod"] for e in events] == pods
+    assert counts[0] == counts[1] == counts[2], counts
+    stored = {s.pod_name: s.memory_used_bytes for s in selectors.project_pod_statuses(project.id)}
+    assert stored == dict.fromkeys(names, 3 * GIB)  # the second frame's rows were updated
+    twice = [_pod(memory_used_bytes=GIB), _pod(memory_used_bytes=2 * GIB)]  # one pod, listed twice
+    services.record_status("kwok-gpu-0", parse_status(_status("kwok-gpu-0", 4, twice), None,
+                                                      "kwok-gpu-0"))  # fmt: skip
+    assert selectors.pod_status("acme-ml", "train-0").memory_used_bytes == 2 * GIB

@@ -48,11 +48,14 @@ class Point:
     compute_target_percent: float
 
 
+# One statement for a whole message (a row per pod and minute, unique within it): 32 statements
+# per node frame were most of the ingest's PostgreSQL time at fleet size (issue #18).
 _UPSERT = """
 INSERT INTO agents_podminute AS m
     (project_id, namespace, pod_name, minute, memory_used_max_bytes, memory_limit_bytes,
      compute_used_sum, compute_target_percent, samples)
-VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)
+SELECT * FROM unnest(%s::bigint[], %s::text[], %s::text[], %s::timestamptz[], %s::bigint[],
+                     %s::bigint[], %s::float8[], %s::int[], %s::int[])
 ON CONFLICT (namespace, pod_name, minute) DO UPDATE SET
     memory_used_max_bytes = GREATEST(m.memory_used_max_bytes, EXCLUDED.memory_used_max_bytes),
     memory_limit_bytes = EXCLUDED.memory_limit_bytes,
@@ -82,7 +85,7 @@ def record_samples(samples: list[Sample], now: datetime | None = None) -> int:
     ]
     if params:
         with connection.cursor() as cursor:
-            cursor.executemany(_UPSERT, params)
+            cursor.execute(_UPSERT, [list(column) for column in zip(*params, strict=True)])
     prune(now)
     return len(params)
 

@@ -133,6 +133,17 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def pages_with_fleet_reporting(args: argparse.Namespace, fleet, url: str) -> tuple[dict, dict]:
+    """50 browsers while every other node's agent reports all its pods at `args.agents_hz`."""
+    from bench.scalekit import pages
+    from bench.scalekit.agent_load import AgentLoad
+
+    who = (url, fleet.username, fleet.password, fleet.project_id)
+    with AgentLoad(url, fleet.agents, args.agents_hz) as load:
+        row = pages.measure_pages(*who, clients=50, seconds=2 * args.seconds, closed_seconds=0)
+    return row, load.summary()
+
+
 def measure_round(args: argparse.Namespace, fleet, portal: subprocess.Popen, url: str) -> dict:
     """The figures compared before/after, flat: pages at 50 browsers, fan-out at 200 viewers."""
     from bench.scalekit import pages
@@ -143,6 +154,12 @@ def measure_round(args: argparse.Namespace, fleet, portal: subprocess.Popen, url
         row = pages.measure_pages(*who, clients=50, seconds=2 * args.seconds)
         flat.update({f"{p} {k}": row[p][k] for p in ("quota", "live") for k in FIGURES})
         flat["closed loop 50: requests/s"] = row["closed_loop"]["per_s"]
+    if args.only != "fan-out" and args.agents_hz > 0:
+        row, load = pages_with_fleet_reporting(args, fleet, url)
+        flat.update({f"{p} {k}, fleet reporting": row[p][k] for p in ("quota", "live")
+                     for k in FIGURES})  # fmt: skip
+        flat["fleet frames acked/s"] = load["acked_per_s"]
+        flat["fleet ack lag p99 s"] = load["ack_lag_p99_s"]
     if args.only != "pages":
         cpu = cpu_seconds(portal.pid)
         row = pages.measure_fanout(*who, fleet.node, fleet.node_token, 200, args.rate,
@@ -193,6 +210,10 @@ def arguments() -> argparse.Namespace:
         "--before",
         help="compare with this commit's portal (pages at 50 browsers, fan-out at 200 viewers)",
     )
+    parser.add_argument(
+        "--agents-hz", type=float, default=1.0,
+        help="frames/s of each other node's agent during a second pages run (0: none)",
+    )  # fmt: skip
     parser.add_argument("--rounds", type=int, default=3, help="runs of each tree (--before)")
     args = parser.parse_args()
     if args.quick:
@@ -235,6 +256,11 @@ def main() -> None:
             row = pages.measure_pages(*who, clients=50, seconds=2 * args.seconds, closed_seconds=0)
             results["pages_open_loop_50"] = row
             print(json.dumps({"open loop, 50 browsers": row}), flush=True)
+            if args.agents_hz > 0:
+                row, load = pages_with_fleet_reporting(args, fleet, url)
+                results["pages_open_loop_50_fleet_reporting"] = {**row, "fleet": load}
+                print(json.dumps({"open loop, 50 browsers, fleet reporting": row,
+                                  "fleet": load}), flush=True)  # fmt: skip
             cookies = [pages.login(*who[:3]) for _ in range(5)]
         for clients in (1, 10, 50, 200) if args.only != "fan-out" else ():
             secs = args.long_seconds if clients == 200 else args.seconds

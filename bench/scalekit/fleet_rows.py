@@ -34,6 +34,8 @@ class SeededFleet:
     pod: tuple[str, str, str]  # (namespace, pod name, uid) bound to `node`
     projects: int
     pods: int
+    # the other nodes: node -> (token, its pods), for `agent_load.AgentLoad`
+    agents: dict[str, tuple[str, list[tuple[str, str, str]]]]
 
 
 def _projects(tag: str, orgs: int, owner_project) -> list:
@@ -133,7 +135,12 @@ def _orders(projects: list, products: list, pods_per_project: int, owner) -> Non
     )
 
 
-def _pods(projects: list, pods_per_project: int, node: str) -> None:
+def _node_of(tag: str, n: int, k: int, node: str) -> str:
+    """Project n's pod k: the measured pod on the fan-out node, the rest 32 to a node."""
+    return node if n == 0 and k == 0 else f"load-{tag}-gpu-{(n * 8 + k) // 32 % 125}"
+
+
+def _pods(projects: list, pods_per_project: int, node: str, tag: str) -> None:
     from django.utils import timezone
 
     from portal.agents.models import PodSliceStatus
@@ -143,7 +150,7 @@ def _pods(projects: list, pods_per_project: int, node: str) -> None:
     statuses, states = [], []
     for n, p in enumerate(projects):
         for k in range(pods_per_project):
-            where = node if n == 0 and k == 0 else f"kwok-gpu-{(n * 8 + k) // 32 % 125}"
+            where = _node_of(tag, n, k, node)
             statuses.append(
                 PodSliceStatus(
                     project=p,
@@ -219,17 +226,24 @@ def seed_fleet(
     with transaction.atomic():
         projects = _projects(tag, orgs, project)
         _orders(projects, products, pods_per_project, owner)
-        _pods(projects, pods_per_project, node)
+        _pods(projects, pods_per_project, node, tag)
     _history([project.pk], 24 * 60)
     _history([p.pk for p in projects[1:]], history_minutes)
     pod = (project.namespace, "train-0", f"uid-{project.pk}-0")
-    write_pod_states(
-        project.pk, {pod[1]: {"phase": "Running", "reason": "", "node": node, "uid": pod[2]}}
-    )
+    agents: dict[str, tuple[str, list]] = {}
+    for n, p in enumerate(projects):  # play the watcher: every pod bound to its node
+        bound = {}
+        for k in range(pods_per_project):
+            where, name, uid = _node_of(tag, n, k, node), f"train-{k}", f"uid-{p.pk}-{k}"
+            bound[name] = {"phase": "Running", "reason": "", "node": where, "uid": uid}
+            if where != node:
+                agents.setdefault(where, ("", []))[1].append((p.namespace, name, uid))
+        write_pod_states(p.pk, bound)
+    agents = {name: (issue_node_token(name), pods) for name, (_, pods) in agents.items()}
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE")  # as autovacuum would have by the time a fleet is this big
     return SeededFleet(
         username=owner.username, password=password, project_id=project.pk,
         namespace=project.namespace, node=node, node_token=issue_node_token(node), pod=pod,
-        projects=len(projects), pods=len(projects) * pods_per_project,
+        projects=len(projects), pods=len(projects) * pods_per_project, agents=agents,
     )  # fmt: skip

@@ -144,28 +144,53 @@ def pages_with_fleet_reporting(args: argparse.Namespace, fleet, url: str) -> tup
     return row, load.summary()
 
 
-def measure_round(args: argparse.Namespace, fleet, portal: subprocess.Popen, url: str) -> dict:
-    """The figures compared before/after, flat: pages at 50 browsers, fan-out at 200 viewers."""
+def _fan_out_phase(args: argparse.Namespace, fleet, portal: subprocess.Popen, url: str) -> dict:
     from bench.scalekit import pages
 
     who = (url, fleet.username, fleet.password, fleet.project_id)
-    flat = {}
-    if args.only != "fan-out":
-        row = pages.measure_pages(*who, clients=50, seconds=2 * args.seconds)
-        flat.update({f"{p} {k}": row[p][k] for p in ("quota", "live") for k in FIGURES})
-        flat["closed loop 50: requests/s"] = row["closed_loop"]["per_s"]
-    if args.only != "fan-out" and args.agents_hz > 0:
-        row, load = pages_with_fleet_reporting(args, fleet, url)
-        flat.update({f"{p} {k}, fleet reporting": row[p][k] for p in ("quota", "live")
-                     for k in FIGURES})  # fmt: skip
-        flat["fleet frames acked/s"] = load["acked_per_s"]
-        flat["fleet ack lag p99 s"] = load["ack_lag_p99_s"]
+    cpu = cpu_seconds(portal.pid)
+    row = pages.measure_fanout(*who, fleet.node, fleet.node_token, 200, args.rate, args.seconds,
+                               pod=fleet.pod)  # fmt: skip
+    flat = {f"fan-out 200: {k}": row[k] for k in FAN_OUT_FIGURES}
+    flat["fan-out 200: portal CPU s"] = round(cpu_seconds(portal.pid) - cpu, 1)
+    return flat
+
+
+def _pages_phase(args: argparse.Namespace, fleet, portal: subprocess.Popen, url: str) -> dict:
+    from bench.scalekit import pages
+
+    row = pages.measure_pages(url, fleet.username, fleet.password, fleet.project_id, clients=50,
+                              seconds=2 * args.seconds)  # fmt: skip
+    flat = {f"{p} {k}": row[p][k] for p in ("quota", "live") for k in FIGURES}
+    flat["closed loop 50: requests/s"] = row["closed_loop"]["per_s"]
+    return flat
+
+
+def _fleet_phase(args: argparse.Namespace, fleet, portal: subprocess.Popen, url: str) -> dict:
+    row, load = pages_with_fleet_reporting(args, fleet, url)
+    flat = {f"{p} {k}, fleet reporting": row[p][k] for p in ("quota", "live") for k in FIGURES}
+    flat["fleet frames acked/s"] = load["acked_per_s"]
+    flat["fleet ack lag p99 s"] = load["ack_lag_p99_s"]
+    return flat
+
+
+def measure_round(args: argparse.Namespace, fleet, portal: subprocess.Popen, url: str) -> dict:
+    """The figures compared before/after, flat: fan-out at 200 viewers, pages at 50 browsers,
+    pages with the fleet reporting last (a portal that cannot keep up with the fleet is left
+    with a backlog of frames). A phase that fails is recorded as such, not in the medians."""
+    phases = []
     if args.only != "pages":
-        cpu = cpu_seconds(portal.pid)
-        row = pages.measure_fanout(*who, fleet.node, fleet.node_token, 200, args.rate,
-                                   args.seconds, pod=fleet.pod)  # fmt: skip
-        flat.update({f"fan-out 200: {k}": row[k] for k in FAN_OUT_FIGURES})
-        flat["fan-out 200: portal CPU s"] = round(cpu_seconds(portal.pid) - cpu, 1)
+        phases.append(("fan-out", _fan_out_phase))
+    if args.only != "fan-out":
+        phases.append(("pages", _pages_phase))
+        if args.agents_hz > 0:
+            phases.append(("pages, fleet reporting", _fleet_phase))
+    flat: dict = {}
+    for name, phase in phases:
+        try:
+            flat.update(phase(args, fleet, portal, url))
+        except Exception as exc:  # a failed phase is a result of the round, not an abort
+            flat[f"{name} failed"] = f"{type(exc).__name__}: {exc}"[:300]
     return flat
 
 
@@ -188,14 +213,22 @@ def compare(args: argparse.Namespace, fleet, url: str, log: Path) -> dict:
                 finally:
                     stop_portal(portal)
                 print(label, json.dumps(runs[label][-1]), flush=True)
+    keys = [k for row in runs["before"] + runs["after"] for k in row if "failed" not in k]
     medians = {
-        label: {k: statistics.median(row[k] for row in rows) for k in rows[0]}
+        label: {
+            k: statistics.median([r[k] for r in rows if k in r] or [float("nan")])
+            for k in dict.fromkeys(keys)
+        }
         for label, rows in runs.items()
     }
+    failures = {label: [v for r in rows for k, v in r.items() if "failed" in k]
+                for label, rows in runs.items()}  # fmt: skip
     print(f"medians of {args.rounds} runs each: before ({args.before}) -> after (this tree)")
     for key, value in medians["before"].items():
-        print(f"  {key:<30} {value:>9} -> {medians['after'][key]}")
-    return {"before_ref": args.before, "rounds": args.rounds, "medians": medians, "runs": runs}
+        print(f"  {key:<40} {value:>9} -> {medians['after'][key]}")
+    print(f"failed phases: {failures}")
+    return {"before_ref": args.before, "rounds": args.rounds, "medians": medians,
+            "failures": failures, "runs": runs}  # fmt: skip
 
 
 def arguments() -> argparse.Namespace:

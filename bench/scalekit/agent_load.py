@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-from bench.scalekit.pages import percentile
+from .pages import percentile
 
 MIB = 1024 * 1024
 Pod = tuple[str, str, str]  # (namespace, pod name, uid)

@@ -228,3 +228,20 @@ def test_a_frame_costs_the_same_queries_for_one_pod_or_a_nodes_32(project, token
     services.record_status("kwok-gpu-0", parse_status(_status("kwok-gpu-0", 4, twice), None,
                                                       "kwok-gpu-0"))  # fmt: skip
     assert selectors.pod_status("acme-ml", "train-0").memory_used_bytes == 2 * GIB
+
+
+def test_the_same_pod_is_not_taken_over_by_another_node_even_when_bound_there(project, tokens):
+    """A stale or forged binding: the stored pod (same uid) stays its first node's, and nothing
+    of the refused message is stored (the upsert leaves that row alone and the message fails)."""
+    from tranche.agent_protocol import MessageRejectedError, parse_status
+
+    _bind(project, **{"train-0": "kwok-gpu-0"})
+    services.record_status("kwok-gpu-0", parse_status(_status("kwok-gpu-0", 1, [_pod()]), None,
+                                                      "kwok-gpu-0"))  # fmt: skip
+    _bind(project, **{"train-0": "kwok-gpu-1", "train-1": "kwok-gpu-1"})
+    frame = _status("kwok-gpu-1", 1, [_pod(pod="train-1"), _pod(memory_used_bytes=GIB)])
+    with pytest.raises(MessageRejectedError, match="runs on node kwok-gpu-0, not kwok-gpu-1"):
+        services.record_status("kwok-gpu-1", parse_status(frame, None, "kwok-gpu-1"))
+    stored = selectors.pod_status("acme-ml", "train-0")
+    assert (stored.node_name, stored.memory_used_bytes) == ("kwok-gpu-0", 7 * GIB)
+    assert selectors.pod_status("acme-ml", "train-1") is None

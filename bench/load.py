@@ -216,7 +216,7 @@ def compare(args: argparse.Namespace, fleet, url: str, log: Path) -> dict:
     keys = [k for row in runs["before"] + runs["after"] for k in row if "failed" not in k]
     medians = {
         label: {
-            k: statistics.median([r[k] for r in rows if k in r] or [float("nan")])
+            k: round(statistics.median([r[k] for r in rows if k in r] or [float("nan")]), 3)
             for k in dict.fromkeys(keys)
         }
         for label, rows in runs.items()
@@ -225,7 +225,8 @@ def compare(args: argparse.Namespace, fleet, url: str, log: Path) -> dict:
                 for label, rows in runs.items()}  # fmt: skip
     print(f"medians of {args.rounds} runs each: before ({args.before}) -> after (this tree)")
     for key, value in medians["before"].items():
-        print(f"  {key:<40} {value:>9} -> {medians['after'][key]}")
+        after = medians["after"][key]
+        print(f"  {key:<40} {round(value, 3):>9} -> {round(after, 3)}")
     print(f"failed phases: {failures}")
     return {"before_ref": args.before, "rounds": args.rounds, "medians": medians,
             "failures": failures, "runs": runs}  # fmt: skip

@@ -1,11 +1,14 @@
-"""Portal under load, on loopback: pages at 1/10/50/200 clients, live fan-out at 50/200 viewers.
+"""Portal under load at fleet size, on loopback: the quota and live pages, and live fan-out.
 
 Starts its own portal (daphne, the `make run` pool size) on a free loopback port against a
-database of its own (`tranche_load`, created and migrated on first use) and this worktree's
-Redis, seeds users and a project, then:
-- pages: for each client count, that many threads with keep-alive connections request the quota,
-  orders and status pages of their project for a fixed time; p50/p95/p99 latency and 5xx count;
-- fan-out: that many logged-in websocket viewers on one project's status page and one node agent
+database of its own (`tranche_load`, dropped and created each run) and this worktree's Redis,
+seeds issue #18's fleet in bulk (`bench.scalekit.fleet_rows`: 500 organizations with one project
+each, 4,000 pods with status, cluster view and history, orders, ledger, audit), then measures
+with `bench.scalekit.pages` (the functions bench/scale.py calls against its own fleet):
+- pages, open loop: 50 browsers each loading the quota or the live page once a second, latency
+  from the scheduled send time (the goal: p95 <= 100 ms; the model is in bench/scalekit/pages.py);
+- pages, closed loop: 1/10/50/200 clients with no think time (saturation throughput);
+- fan-out: 50 and 200 logged-in websocket viewers of one project's live page and one node agent
   sending status frames at a fixed rate; deliveries/s and delivery lag p50/p99 (send -> receive);
 - PostgreSQL: sessions of the bench database sampled every 0.1 s; the peak is compared with the
   pool total (portal pool + this process's pool).
@@ -16,18 +19,19 @@ bench/results/load.json. Run: `.venv/bin/python bench/load.py [--seconds 10] [--
 from __future__ import annotations
 
 import argparse
-import asyncio
 import http.client
 import json
 import os
 import secrets
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 ROOT = Path(__file__).resolve().parents[1]
 DB_NAME = "tranche_load"
@@ -39,14 +43,8 @@ os.environ["TRANCHE_DB_NAME"] = DB_NAME
 os.environ["TRANCHE_DB_POOL_MAX_SIZE"] = str(BENCH_POOL)
 os.environ["TRANCHE_CHANNELS_PREFIX"] = f"load-{secrets.token_hex(3)}"
 sys.path.insert(0, str(ROOT))
-MIB = 1024 * 1024
-
-
-def percentile(values: list[float], pct: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(pct / 100 * (len(ordered) - 1)))]
+FIGURES = ("p50_ms", "p95_ms", "p99_ms")
+FAN_OUT_FIGURES = ("delivered_per_s", "lag_p50_s", "lag_p99_s", "frames_acked")
 
 
 def free_port() -> int:
@@ -56,6 +54,7 @@ def free_port() -> int:
 
 
 def prepare_database() -> None:
+    """A fresh database each run: the figures are for the fleet seeded below, nothing more."""
     import psycopg
     from django.conf import settings
 
@@ -65,45 +64,12 @@ def prepare_database() -> None:
         port=db["PORT"], autocommit=True,
     )  # fmt: skip
     with admin:
-        if not admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", [DB_NAME]).fetchone():
-            admin.execute(f'CREATE DATABASE "{DB_NAME}"')
+        admin.execute(f'DROP DATABASE IF EXISTS "{DB_NAME}" WITH (FORCE)')
+        admin.execute(f'CREATE DATABASE "{DB_NAME}"')
     subprocess.run(
         [sys.executable, str(ROOT / "manage.py"), "migrate", "--noinput", "-v0"],
         cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True,
     )  # fmt: skip
-
-
-def seed(users: int) -> tuple[list[str], int, str, str]:
-    """Session cookies of `users` members of one project, its id and namespace, a node token."""
-    from django.conf import settings
-    from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
-    from django.contrib.sessions.backends.db import SessionStore
-
-    from portal.agents.services import issue_node_token
-    from portal.tenants.models import Membership
-    from portal.tenants.services import sign_up
-
-    tag = secrets.token_hex(3)
-    owner, org, project = sign_up(
-        username=f"load-{tag}", email=f"load-{tag}@example.test", password=secrets.token_hex(12),
-        organization_name=f"load {tag}", project_name="ml",
-    )  # fmt: skip
-    people = [owner]
-    user_model = type(owner)
-    for i in range(users - 1):
-        user = user_model.objects.create_user(f"load-{tag}-{i}", password=None)
-        Membership.objects.create(user=user, organization=org, role=Membership.Role.MEMBER)
-        people.append(user)
-    cookies = []
-    for user in people:  # a logged-in session per user, without paying for password hashing
-        store = SessionStore()
-        store[SESSION_KEY] = str(user.pk)
-        store[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
-        store[HASH_SESSION_KEY] = user.get_session_auth_hash()
-        store.create()
-        cookies.append(f"{settings.SESSION_COOKIE_NAME}={store.session_key}")
-    token = issue_node_token(f"load-node-{tag}")
-    return cookies, project.pk, project.namespace, f"load-node-{tag}:{token}"
 
 
 class ConnectionSampler(threading.Thread):
@@ -130,12 +96,15 @@ class ConnectionSampler(threading.Thread):
             self.stop.wait(0.1)
 
 
-def start_portal(port: int, log: Path) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TRANCHE_DB_POOL_MAX_SIZE": str(PORTAL_POOL)}
+def start_portal(port: int, log: Path, tree: Path = ROOT) -> subprocess.Popen:
+    """The portal of `tree` (this one, or an extracted earlier commit) on this database."""
+    state = os.environ.get("TRANCHE_STATE_DIR", str(ROOT / ".state"))
+    env = {**os.environ, "PYTHONPATH": str(tree), "TRANCHE_DB_POOL_MAX_SIZE": str(PORTAL_POOL),
+           "TRANCHE_STATE_DIR": state}  # fmt: skip
     daphne = str(Path(sys.executable).parent / "daphne")
     proc = subprocess.Popen(
         [daphne, "-b", "127.0.0.1", "-p", str(port), "portal.asgi:application"],
-        cwd=ROOT, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT,
+        cwd=tree, env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT,
     )  # fmt: skip
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -150,194 +119,203 @@ def start_portal(port: int, log: Path) -> subprocess.Popen:
     raise SystemExit(f"the portal did not start; see {log}")
 
 
-def page_load(port: int, clients: int, seconds: float, cookies: list[str], pid: int) -> dict:
-    paths = [f"/projects/{pid}/", f"/projects/{pid}/orders/", f"/projects/{pid}/status/"]
-    latencies: list[float] = []
-    statuses: dict[int, int] = {}
-    errors = [0]
-    lock = threading.Lock()
-    stop_at = time.monotonic() + seconds
-
-    def client(i: int) -> None:
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-        headers = {"Cookie": cookies[i % len(cookies)]}
-        n = i
-        while time.monotonic() < stop_at:
-            path = paths[n % len(paths)]
-            n += 1
-            began = time.monotonic()
-            try:
-                conn.request("GET", path, headers=headers)
-                resp = conn.getresponse()
-                resp.read()
-                status = resp.status
-            except (OSError, http.client.HTTPException):
-                with lock:
-                    errors[0] += 1
-                conn.close()
-                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-                continue
-            took = time.monotonic() - began
-            with lock:
-                latencies.append(took)
-                statuses[status] = statuses.get(status, 0) + 1
-
-    threads = [threading.Thread(target=client, args=(i,), daemon=True) for i in range(clients)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(seconds + 90)
-    return {
-        "clients": clients,
-        "requests": len(latencies),
-        "per_s": round(len(latencies) / seconds, 1),
-        "p50_ms": round(1000 * percentile(latencies, 50), 1),
-        "p95_ms": round(1000 * percentile(latencies, 95), 1),
-        "p99_ms": round(1000 * percentile(latencies, 99), 1),
-        "5xx": sum(c for s, c in statuses.items() if s >= 500),
-        "statuses": statuses,
-        "connection_errors": errors[0],
-    }
+def stop_portal(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
 
 
-def status_frame(node: str, seq: int, namespace: str, pods: int) -> str:
-    items = [
-        {"namespace": namespace, "pod": f"p{k}", "uid": f"uid-p{k}", "gpu_uuid": "GPU-1",
-         "memory_limit_bytes": 8192 * MIB, "memory_used_bytes": seq * MIB,
-         "rejected_allocations": 0, "compute_target_percent": 50, "compute_used_percent": 10.0,
-         "throttled_seconds": 0.0, "processes": 1}
-        for k in range(pods)
-    ]  # fmt: skip
-    return json.dumps(
-        {"type": "status", "node": node, "seq": seq, "ts": time.time(), "full": False,
-         "dropped": 0, "gpus": [], "pods": items, "removed": []}
-    )  # fmt: skip
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-async def fan_out(port: int, viewers: int, rate: float, seconds: float, world: tuple) -> dict:
-    cookies, pid, ns, node_token = world
-    import websockets
+def pages_with_fleet_reporting(args: argparse.Namespace, fleet, url: str) -> tuple[dict, dict]:
+    """50 browsers while every other node's agent reports all its pods at `args.agents_hz`."""
+    from bench.scalekit import pages
+    from bench.scalekit.agent_load import AgentLoad
 
-    node, token = node_token.split(":", 1)
-    sent_at: dict[int, float] = {}
-    lags: list[float] = []
-    received = [0]
-    last = [0.0]  # when the latest delivery arrived
-    origin = f"http://127.0.0.1:{port}"
+    who = (url, fleet.username, fleet.password, fleet.project_id)
+    with AgentLoad(url, fleet.agents, args.agents_hz) as load:
+        row = pages.measure_pages(*who, clients=50, seconds=2 * args.seconds, closed_seconds=0)
+    return row, load.summary()
 
-    async def viewer(i: int, ready: asyncio.Event, done: asyncio.Event) -> None:
-        async with websockets.connect(
-            f"ws://127.0.0.1:{port}/ws/projects/{pid}/status/",
-            additional_headers={"Cookie": cookies[i % len(cookies)], "Origin": origin},
-            open_timeout=60, max_size=2**22,
-        ) as ws:  # fmt: skip
-            json.loads(await ws.recv())  # the snapshot
-            ready.set()
-            while not done.is_set():
+
+def _fan_out_phase(args: argparse.Namespace, fleet, portal: subprocess.Popen, url: str) -> dict:
+    from bench.scalekit import pages
+
+    who = (url, fleet.username, fleet.password, fleet.project_id)
+    cpu = cpu_seconds(portal.pid)
+    row = pages.measure_fanout(*who, fleet.node, fleet.node_token, 200, args.rate, args.seconds,
+                               pod=fleet.pod)  # fmt: skip
+    flat = {f"fan-out 200: {k}": row[k] for k in FAN_OUT_FIGURES}
+    flat["fan-out 200: portal CPU s"] = round(cpu_seconds(portal.pid) - cpu, 1)
+    return flat
+
+
+def _pages_phase(args: argparse.Namespace, fleet, portal: subprocess.Popen, url: str) -> dict:
+    from bench.scalekit import pages
+
+    row = pages.measure_pages(url, fleet.username, fleet.password, fleet.project_id, clients=50,
+                              seconds=2 * args.seconds)  # fmt: skip
+    flat = {f"{p} {k}": row[p][k] for p in ("quota", "live") for k in FIGURES}
+    flat["closed loop 50: requests/s"] = row["closed_loop"]["per_s"]
+    return flat
+
+
+def _fleet_phase(args: argparse.Namespace, fleet, portal: subprocess.Popen, url: str) -> dict:
+    row, load = pages_with_fleet_reporting(args, fleet, url)
+    flat = {f"{p} {k}, fleet reporting": row[p][k] for p in ("quota", "live") for k in FIGURES}
+    flat["fleet frames acked/s"] = load["acked_per_s"]
+    flat["fleet ack lag p99 s"] = load["ack_lag_p99_s"]
+    return flat
+
+
+def measure_round(args: argparse.Namespace, fleet, portal: subprocess.Popen, url: str) -> dict:
+    """The figures compared before/after, flat: fan-out at 200 viewers, pages at 50 browsers,
+    pages with the fleet reporting last (a portal that cannot keep up with the fleet is left
+    with a backlog of frames). A phase that fails is recorded as such, not in the medians."""
+    phases = []
+    if args.only != "pages":
+        phases.append(("fan-out", _fan_out_phase))
+    if args.only != "fan-out":
+        phases.append(("pages", _pages_phase))
+        if args.agents_hz > 0:
+            phases.append(("pages, fleet reporting", _fleet_phase))
+    flat: dict = {}
+    for name, phase in phases:
+        try:
+            flat.update(phase(args, fleet, portal, url))
+        except Exception as exc:  # a failed phase is a result of the round, not an abort
+            flat[f"{name} failed"] = f"{type(exc).__name__}: {exc}"[:300]
+    return flat
+
+
+def compare(args: argparse.Namespace, fleet, url: str, log: Path) -> dict:
+    """The portal of commit `args.before` and this tree's, on the same seeded database,
+    alternating (ABBA) so that a busier machine slows both alike; the median of each figure
+    over `args.rounds` runs of each, side by side."""
+    runs: dict[str, list[dict]] = {"before": [], "after": []}
+    port = int(urlsplit(url).port)
+    with tempfile.TemporaryDirectory(prefix="tranche-before-") as tmp:
+        archive = subprocess.run(["git", "archive", args.before], cwd=ROOT, capture_output=True,
+                                 check=True).stdout  # fmt: skip
+        subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
+        trees = [("before", Path(tmp)), ("after", ROOT)]
+        for r in range(args.rounds):
+            for label, tree in trees if r % 2 == 0 else trees[::-1]:
+                portal = start_portal(port, log, tree)
                 try:
-                    msg = json.loads(await asyncio.wait_for(ws.recv(), 1))
-                except TimeoutError:
-                    continue
-                if msg.get("type") == "row":
-                    seq = int(msg["cells"]["memory"].split(" ", 1)[0])
-                    now = time.monotonic()
-                    lags.append(now - sent_at.get(seq, now))
-                    received[0] += 1
-                    last[0] = now
-
-    done = asyncio.Event()
-    readies = [asyncio.Event() for _ in range(viewers)]
-    tasks = []
-    for i in range(viewers):  # connect in small waves: a handshake burst is not the subject
-        tasks.append(asyncio.create_task(viewer(i, readies[i], done)))
-        if i % 20 == 19:
-            await asyncio.sleep(0.2)
-    await asyncio.wait_for(asyncio.gather(*(r.wait() for r in readies)), 120)
-    acks = [0]
-    async with websockets.connect(
-        f"ws://127.0.0.1:{port}/ws/agent/",
-        additional_headers={
-            "Authorization": f"Bearer {token}",
-            "X-Tranche-Node": node,
-            "Origin": origin,
-        },
-    ) as agent:
-
-        async def read_acks() -> None:
-            async for raw in agent:
-                if "ack" in json.loads(raw):
-                    acks[0] += 1
-
-        reader = asyncio.create_task(read_acks())
-        began = time.monotonic()
-        seq = 1
-        while time.monotonic() - began < seconds:
-            sent_at[seq] = time.monotonic()
-            await agent.send(status_frame(node, seq, ns, 1))
-            seq += 1
-            await asyncio.sleep(max(0.0, began + seq / rate - time.monotonic()))
-        await asyncio.sleep(3)  # deliveries in flight arrive; the rate counts until the last one
-        elapsed = max(last[0], began + 1e-3) - began
-        reader.cancel()
-    done.set()
-    await asyncio.gather(*tasks, return_exceptions=True)
-    return {
-        "viewers": viewers,
-        "offered_msgs_per_s": rate,
-        "sent": seq - 1,
-        "acked": acks[0],
-        "deliveries": received[0],
-        "expected_deliveries": (seq - 1) * viewers,
-        "deliveries_per_s": round(received[0] / elapsed, 1),
-        "lag_p50_ms": round(1000 * percentile(lags, 50), 1),
-        "lag_p99_ms": round(1000 * percentile(lags, 99), 1),
+                    runs[label].append(measure_round(args, fleet, portal, url))
+                finally:
+                    stop_portal(portal)
+                print(label, json.dumps(runs[label][-1]), flush=True)
+    keys = [k for row in runs["before"] + runs["after"] for k in row if "failed" not in k]
+    medians = {
+        label: {
+            k: round(statistics.median([r[k] for r in rows if k in r] or [float("nan")]), 3)
+            for k in dict.fromkeys(keys)
+        }
+        for label, rows in runs.items()
     }
+    failures = {label: [v for r in rows for k, v in r.items() if "failed" in k]
+                for label, rows in runs.items()}  # fmt: skip
+    print(f"medians of {args.rounds} runs each: before ({args.before}) -> after (this tree)")
+    for key, value in medians["before"].items():
+        after = medians["after"][key]
+        print(f"  {key:<40} {round(value, 3):>9} -> {round(after, 3)}")
+    print(f"failed phases: {failures}")
+    return {"before_ref": args.before, "rounds": args.rounds, "medians": medians,
+            "failures": failures, "runs": runs}  # fmt: skip
 
 
-def main() -> None:
+def arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=10.0, help="per page level")
+    parser.add_argument("--seconds", type=float, default=10.0, help="per page level and fan-out")
     parser.add_argument("--long-seconds", type=float, default=30.0, help="the 200-client level")
     parser.add_argument("--rate", type=float, default=10.0, help="agent frames/s in fan-out")
+    parser.add_argument("--orgs", type=int, default=500, help="organizations (one project each)")
     parser.add_argument("--quick", action="store_true", help="3 s per phase (a smoke run)")
     parser.add_argument("--only", choices=["pages", "fan-out"], help="run one part")
+    parser.add_argument(
+        "--before",
+        help="compare with this commit's portal (pages at 50 browsers, fan-out at 200 viewers)",
+    )
+    parser.add_argument(
+        "--agents-hz", type=float, default=1.0,
+        help="frames/s of each other node's agent during a second pages run (0: none)",
+    )  # fmt: skip
+    parser.add_argument("--rounds", type=int, default=3, help="runs of each tree (--before)")
     args = parser.parse_args()
     if args.quick:
         args.seconds = args.long_seconds = 3.0
+    return args
+
+
+def main() -> None:
+    args = arguments()
     import django
 
     prepare_database()
     django.setup()
-    cookies, pid, ns, node_token = seed(users=20)
+    from bench.scalekit import pages
+    from bench.scalekit.fleet_rows import seed_fleet
+
+    began = time.monotonic()
+    fleet = seed_fleet(orgs=args.orgs)
+    print(
+        f"seeded {fleet.projects} projects, {fleet.pods} pods in {time.monotonic() - began:.0f} s"
+    )
     port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    who = (url, fleet.username, fleet.password, fleet.project_id)
     log = Path(tempfile.mkdtemp(prefix="tranche-load-")) / "portal.log"
     sampler = ConnectionSampler()
     sampler.start()
-    portal = start_portal(port, log)
-    results: dict = {"pool_total": PORTAL_POOL + BENCH_POOL, "pages": [], "fan_out": []}
+    results: dict = {"pool_total": PORTAL_POOL + BENCH_POOL, "projects": fleet.projects,
+                     "pods": fleet.pods, "pages": [], "fan_out": []}  # fmt: skip
     # The machine is shared: the load average says how much else competed for its cores.
     results["load_average_at_start"] = os.getloadavg()[0]
+    if args.before:
+        results["compare"] = compare(args, fleet, url, log)
+        sampler.stop.set()
+        report(results, sampler, log, "load_compare.json")
+        return
+    portal = start_portal(port, log)
     try:
+        if args.only != "fan-out":
+            row = pages.measure_pages(*who, clients=50, seconds=2 * args.seconds, closed_seconds=0)
+            results["pages_open_loop_50"] = row
+            print(json.dumps({"open loop, 50 browsers": row}), flush=True)
+            if args.agents_hz > 0:
+                row, load = pages_with_fleet_reporting(args, fleet, url)
+                results["pages_open_loop_50_fleet_reporting"] = {**row, "fleet": load}
+                print(json.dumps({"open loop, 50 browsers, fleet reporting": row,
+                                  "fleet": load}), flush=True)  # fmt: skip
+            cookies = [pages.login(*who[:3]) for _ in range(5)]
         for clients in (1, 10, 50, 200) if args.only != "fan-out" else ():
             secs = args.long_seconds if clients == 200 else args.seconds
-            row = page_load(port, clients, secs, cookies, pid)
-            row["seconds"] = secs
+            row = pages.closed_loop(url, cookies, fleet.project_id, clients, secs)
+            row.update(clients=clients, seconds=secs)
             results["pages"].append(row)
-            print(json.dumps(row), flush=True)
+            print(json.dumps({"closed loop": row}), flush=True)
         for viewers in (50, 200) if args.only != "pages" else ():
-            row = asyncio.run(
-                fan_out(port, viewers, args.rate, args.seconds, (cookies, pid, ns, node_token))
+            row = pages.measure_fanout(
+                *who, fleet.node, fleet.node_token, viewers, args.rate, args.seconds, pod=fleet.pod
             )
             results["fan_out"].append(row)
             print(json.dumps(row), flush=True)
     finally:
-        portal.terminate()
-        try:
-            portal.wait(20)
-        except subprocess.TimeoutExpired:
-            portal.kill()
+        stop_portal(portal)
         sampler.stop.set()
         sampler.join(5)
+    report(results, sampler, log)
+
+
+def report(results: dict, sampler: ConnectionSampler, log: Path, name: str = "load.json") -> None:
     results["postgres_sessions_peak"] = sampler.peak
     results["load_average_at_end"] = os.getloadavg()[0]
     print(
@@ -351,8 +329,8 @@ def main() -> None:
     )
     out = ROOT / "bench" / "results"
     out.mkdir(parents=True, exist_ok=True)
-    (out / "load.json").write_text(json.dumps(results, indent=1))
-    print(f"results: {out / 'load.json'}")
+    (out / name).write_text(json.dumps(results, indent=1))
+    print(f"results: {out / name}")
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ from redis.exceptions import RedisError
 from portal.agents import services
 from portal.core.groups import FLEET_GROUP, project_group
 from portal.core.ratelimit import RateLimitedLog
+from portal.core.sockets import DirectDispatch
 from tranche.agent_protocol import MessageRejectedError, parse_status
 
 log = logging.getLogger("portal.agents")
@@ -35,7 +36,7 @@ def _header(scope: dict, name: bytes) -> str:
     return ""
 
 
-class AgentConsumer(AsyncWebsocketConsumer):
+class AgentConsumer(DirectDispatch, AsyncWebsocketConsumer):
     node: str = ""
 
     def __init__(self, *args, **kwargs) -> None:

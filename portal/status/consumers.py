@@ -22,6 +22,7 @@ from django.contrib.auth import get_user_model
 
 from portal.agents.events import PodRemovedEvent, PodStatusEvent
 from portal.core.groups import FLEET_GROUP, project_group, user_access_group
+from portal.core.sockets import DirectDispatch
 from portal.status import selectors
 from portal.status.services import PodClusterEvent
 
@@ -45,7 +46,7 @@ def _cluster_message(project_id: int, namespace: str, name: str) -> dict:
     return {"type": "cluster-row", **row.as_json()}
 
 
-class ProjectStatusConsumer(AsyncJsonWebsocketConsumer):
+class ProjectStatusConsumer(DirectDispatch, AsyncJsonWebsocketConsumer):
     project_id: int | None = None
     user_id: int | None = None
 
@@ -112,7 +113,7 @@ def _is_staff(user_id: int | None) -> bool:
     return user is not None and selectors.is_status_staff(user)
 
 
-class FleetConsumer(AsyncJsonWebsocketConsumer):
+class FleetConsumer(DirectDispatch, AsyncJsonWebsocketConsumer):
     """`/ws/support/fleet/`: tells the support console to redraw when a node's slices or GPUs
     change. Support and Billing staff only (4403 otherwise, re-checked on every event)."""
 

@@ -15,14 +15,15 @@ def project_status(request: HttpRequest, project_id: int) -> HttpResponse:
     """Latest slice figures of every pod of the project (404 unless the caller may watch it)."""
     project = selectors.get_watched_project(request.user, project_id)
     rows = selectors.pod_rows(project.pk)
+    project_chart, pod_charts = charts.live_charts(project.pk)
     context = {
         "project": project,
         "fields": selectors.FIELDS,
         "rows": rows,
         "cluster_fields": selectors.CLUSTER_FIELDS,
         "cluster_rows": selectors.cluster_rows(project.pk),
-        "project_chart": charts.project_chart(project.pk),
-        "pod_charts": charts.pod_charts(project.pk),
+        "project_chart": project_chart,
+        "pod_charts": pod_charts,
         **nav_context(request, project),
     }
     return render(request, "status/project_status.html", context)

@@ -24,7 +24,9 @@ def nav_context(request: HttpRequest, project: Project | None = None) -> dict[st
     """Context for the base layout's organization/project switcher."""
     if not request.user.is_authenticated:
         return {}
-    if project is not None:
+    if project is not None and request.session.get(SESSION_PROJECT) != project.pk:
+        # Only a change is written: assigning marks the session modified, and every page view
+        # would then UPDATE the session row (a write and a transaction per page).
         request.session[SESSION_PROJECT] = project.pk
     return {
         "nav_memberships": memberships_of(request.user),

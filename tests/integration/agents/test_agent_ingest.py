@@ -199,3 +199,49 @@ def test_token_command_writes_a_private_file_and_refuses_silent_rotation(tmp_pat
         call_command("create_node_token", "kwok-gpu-9")
     call_command("create_node_token", "kwok-gpu-9", "--rotate", "--output", str(out))
     assert services.authenticate_node("kwok-gpu-9", token) is None
+
+
+def test_a_frame_costs_the_same_queries_for_one_pod_or_a_nodes_32(project, tokens):
+    """Issue #18: the ingest runs in the thread that serves every page; a node's 32 pods were an
+    update_or_create each (128 queries, ~50 ms a frame), now one upsert for the message."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from tranche.agent_protocol import parse_status
+
+    names = [f"train-{k}" for k in range(32)]
+    _bind(project, **dict.fromkeys(names, "kwok-gpu-0"))
+    # the process's first frame also prunes old history (then once a minute): not counted
+    services.record_status("kwok-gpu-0", parse_status(_status("kwok-gpu-0", 0, []), None,
+                                                      "kwok-gpu-0"))  # fmt: skip
+    counts = []
+    for seq, pods in enumerate((names[:1], names, names), start=1):
+        frame = _status("kwok-gpu-0", seq, [_pod(pod=n, memory_used_bytes=seq * GIB) for n in pods])
+        with CaptureQueriesContext(connection) as ctx:
+            events = services.record_status("kwok-gpu-0", parse_status(frame, None, "kwok-gpu-0"))
+        counts.append(len(ctx.captured_queries))
+        assert [e.event["pod"] for e in events] == pods
+    assert counts[0] == counts[1] == counts[2], counts
+    stored = {s.pod_name: s.memory_used_bytes for s in selectors.project_pod_statuses(project.id)}
+    assert stored == dict.fromkeys(names, 3 * GIB)  # the second frame's rows were updated
+    twice = [_pod(memory_used_bytes=GIB), _pod(memory_used_bytes=2 * GIB)]  # one pod, listed twice
+    services.record_status("kwok-gpu-0", parse_status(_status("kwok-gpu-0", 4, twice), None,
+                                                      "kwok-gpu-0"))  # fmt: skip
+    assert selectors.pod_status("acme-ml", "train-0").memory_used_bytes == 2 * GIB
+
+
+def test_the_same_pod_is_not_taken_over_by_another_node_even_when_bound_there(project, tokens):
+    """A stale or forged binding: the stored pod (same uid) stays its first node's, and nothing
+    of the refused message is stored (the upsert leaves that row alone and the message fails)."""
+    from tranche.agent_protocol import MessageRejectedError, parse_status
+
+    _bind(project, **{"train-0": "kwok-gpu-0"})
+    services.record_status("kwok-gpu-0", parse_status(_status("kwok-gpu-0", 1, [_pod()]), None,
+                                                      "kwok-gpu-0"))  # fmt: skip
+    _bind(project, **{"train-0": "kwok-gpu-1", "train-1": "kwok-gpu-1"})
+    frame = _status("kwok-gpu-1", 1, [_pod(pod="train-1"), _pod(memory_used_bytes=GIB)])
+    with pytest.raises(MessageRejectedError, match="runs on node kwok-gpu-0, not kwok-gpu-1"):
+        services.record_status("kwok-gpu-1", parse_status(frame, None, "kwok-gpu-1"))
+    stored = selectors.pod_status("acme-ml", "train-0")
+    assert (stored.node_name, stored.memory_used_bytes) == ("kwok-gpu-0", 7 * GIB)
+    assert selectors.pod_status("acme-ml", "train-1") is None

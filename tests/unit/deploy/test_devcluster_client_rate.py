@@ -38,3 +38,9 @@ def test_environment_sets_it_and_refuses_a_negative_rate(monkeypatch):
     monkeypatch.setenv("TRANCHE_KUBE_CLIENT_QPS", "-1")
     with pytest.raises(ValueError, match="TRANCHE_KUBE_CLIENT_QPS"):
         load_settings()
+
+
+def test_scheduler_retries_unschedulable_pods_within_seconds():
+    """A refused share that fits is retried in 20 s, not after the default 5 minutes."""
+    (scheduler,) = [c for c in all_components(_settings(0)) if c.name == "kube-scheduler"]
+    assert "--pod-max-in-unschedulable-pods-duration=20s" in scheduler.argv

@@ -317,8 +317,6 @@ class Scale:
             from scalekit import pages
         except ImportError:
             return {"not_measured": "scalekit.pages is not there"}
-        from portal.agents.services import issue_node_token
-
         tenant = self.tenants[0]
         user = f"scale-{tenant.index}"
         fig = {
@@ -327,22 +325,39 @@ class Scale:
                 clients=50, seconds=self.phases["pages"],
             )
         }  # fmt: skip
-        # A node (not the real agent's, whose token must stay valid) running one of the
-        # tenant's pods: the portal accepts a pod's report only from the node it runs on.
-        agent_node = fleet.node_name(fleet.AGENT_NODE_INDEX)
-        nodes = sorted(
-            p["spec"]["nodeName"]
-            for p in fleet.bench_pods(self.api)
-            if p["metadata"]["namespace"] == tenant.namespace
-            and p["spec"].get("nodeName") not in (None, agent_node)
-        )
-        if nodes:
-            token = issue_node_token(nodes[0], rotate=True)
-            fig["fanout"] = pages.measure_fanout(
-                self.stack.url, user, PAGE_USER_PASSWORD, tenant.project_id, nodes[0], token,
-                viewers=self.phases["fanout_viewers"], rate_hz=10, seconds=self.phases["fanout"],
-            )  # fmt: skip
+        # The real agent's node and token (the portal takes a pod's report only from its
+        # node); the viewers watch a project with a pod there. The bench's frames carry a
+        # marker that makes the portal ignore the agent's own reports of that pod meanwhile.
+        node = fleet.node_name(fleet.AGENT_NODE_INDEX)
+        token = (self.stack.state / "agents" / f"{node}.token").read_text().strip()
+        watched = self._tenant_with_pod_on(node)
+        if watched is None:
+            fig["fanout"] = {"not_measured": f"no project has a pod on {node}"}
+            return fig
+        viewer = self._with_password(watched)
+        fig["fanout"] = pages.measure_fanout(
+            self.stack.url, viewer, PAGE_USER_PASSWORD, watched.project_id, node, token,
+            viewers=self.phases["fanout_viewers"], rate_hz=10, seconds=self.phases["fanout"],
+        )  # fmt: skip
         return fig
+
+    def _tenant_with_pod_on(self, node: str) -> fleet.Tenant | None:
+        by_namespace = {t.namespace: t for t in self.tenants}
+        for p in fleet.bench_pods(self.api):
+            if p["spec"].get("nodeName") == node and p["metadata"]["namespace"] in by_namespace:
+                return by_namespace[p["metadata"]["namespace"]]
+        return None
+
+    @staticmethod
+    def _with_password(tenant: fleet.Tenant) -> str:
+        """The tenant's username, its password set to the bench's (one hash, once)."""
+        from django.contrib.auth import get_user_model
+
+        user = get_user_model().objects.get(pk=tenant.user_id)
+        if not user.check_password(PAGE_USER_PASSWORD):
+            user.set_password(PAGE_USER_PASSWORD)
+            user.save(update_fields=["password"])
+        return user.get_username()
 
     def resync(self) -> dict:
         try:

@@ -335,9 +335,18 @@ class Scale:
             fig["fanout"] = {"not_measured": f"no project has a pod on {node}"}
             return fig
         viewer = self._with_password(watched)
+
+        def bound():  # the watcher's view (the ingest checks it) can trail the API's by a flush
+            try:
+                return pages.bound_pod(watched.project_id, node)
+            except LookupError:
+                return None
+
+        pod = fleet.wait(bound, 60, f"the watcher to bind a pod of {watched.namespace} to {node}")
         fig["fanout"] = pages.measure_fanout(
             self.stack.url, viewer, PAGE_USER_PASSWORD, watched.project_id, node, token,
             viewers=self.phases["fanout_viewers"], rate_hz=10, seconds=self.phases["fanout"],
+            pod=pod,
         )  # fmt: skip
         return fig
 

@@ -39,6 +39,11 @@ class UsageWriter:
         self.state = state
         self._projects: dict[str, int] = {}
         self._projects_at = float("-inf")
+        # Namespaces that changed while no project was known for them. A project's namespace
+        # and first pods can appear before the next re-read of the projects; what they did then
+        # is written once the project is known (else a pod that changes no more after that is
+        # never written: bench/scale.py's fan-out waited for a binding that never came).
+        self._unknown: set[str] = set()
         self.process_name = f"watcher@{socket.gethostname()}"
 
     def projects(self) -> dict[str, int]:
@@ -46,6 +51,9 @@ class UsageWriter:
         if time.monotonic() - self._projects_at > PROJECT_REFRESH_SECONDS:
             self._projects = dict(Project.objects.values_list("namespace", "pk"))
             self._projects_at = time.monotonic()
+            known = self._unknown & set(self._projects)
+            self._unknown -= known
+            self.state.mark_dirty(known)
         return self._projects
 
     def flush(self) -> int:
@@ -53,16 +61,24 @@ class UsageWriter:
 
         On a database error the namespaces not yet written are marked dirty again, the broken
         connection is dropped (the next flush opens a fresh one) and the error propagates."""
+        try:
+            # Before taking the dirty set: a re-read of the projects marks the namespaces it
+            # just learnt about dirty again, and this flush writes them.
+            projects = self.projects()
+        except Exception:
+            connections.close_all()
+            raise
         dirty = self.state.take_dirty()
         left = set(dirty)
         try:
-            projects = self.projects()
             written = 0
             for ns in dirty:
                 pid = projects.get(ns)
                 if pid is not None:
                     self._write_namespace(pid, ns)
                     written += 1
+                else:
+                    self._unknown.add(ns)
                 left.discard(ns)
             for ns in self.state.take_released() & set(projects):
                 cancel_waits_for_release(projects[ns])  # a cancel waiting for it ends now

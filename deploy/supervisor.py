@@ -26,7 +26,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
+T = TypeVar("T")
 POLL_SECONDS = 0.2
 RESTART_DELAY_FIRST = 0.5
 RESTART_DELAY_MAX = 4.0  # + one poll: a crashed process is back within 5 s
@@ -83,6 +85,22 @@ def wait_until(predicate: Callable[[], bool], timeout: float, interval: float = 
             return True
         time.sleep(interval)
     return predicate()
+
+
+def wait_for(predicate: Callable[[], T], timeout: float, what: str, interval: float = 0.1) -> T:
+    """`wait_until` for a value: the predicate's first true result, or TimeoutError naming
+    `what` (for callers that need what they waited for, e.g. the benchmarks)."""
+    found: list[T] = []
+
+    def probe() -> bool:
+        value = predicate()
+        if value:
+            found.append(value)
+        return bool(value)
+
+    if not wait_until(probe, timeout, interval):
+        raise TimeoutError(f"{what}: not after {timeout:.0f}s")
+    return found[-1]
 
 
 def spawn(argv: list[str], log: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:

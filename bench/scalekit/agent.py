@@ -111,14 +111,9 @@ def _bound(core, resource, namespace: str, name: str) -> bool:
 
 
 def _wait(predicate, timeout: float, what: str, interval: float = 0.2):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{what}: not after {timeout:.0f}s")
-        time.sleep(interval)
+    from deploy.supervisor import wait_for  # the repository root is on the path by now
+
+    return wait_for(predicate, timeout, what, interval)
 
 
 def create_slice_pods(

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import json
 import secrets
-import time
 from collections import Counter
 from dataclasses import dataclass
 
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from deploy.supervisor import wait_for
 from tranche.names import LABEL_FLEET
 
 GPUS_PER_NODE = 8
@@ -61,14 +61,7 @@ class Tenant:
 
 def wait(predicate, timeout: float, what: str, interval: float = 0.5):
     """Poll `predicate` until it returns a true value (returned), or fail naming `what`."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{what}: not after {timeout:.0f}s")
-        time.sleep(interval)
+    return wait_for(predicate, timeout, what, interval)
 
 
 # -- nodes ----------------------------------------------------------------------------------------

@@ -5,10 +5,13 @@ sides. The node agent reads regions to report memory used against the limit, rej
 allocations, compute time used against the target and time spent throttled, and calls
 ``reclaim_dead`` to give back the memory of processes that died without freeing it.
 
-A slot's process is alive while it holds a lock on byte ``LOCK_BASE + slot`` of the region
-file (an open-file-description lock: no close() of another descriptor in that process drops
-it); the kernel drops the lock when the process dies, even on SIGKILL, and the test works
-across PID namespaces. OFD and POSIX locks conflict, so the POSIX F_GETLK/lockf here see it.
+A slot is in use while its lock on byte ``LOCK_BASE + slot`` of the region file is held (an
+open-file-description lock, dropped by the kernel when the process dies) OR its process still
+runs: the owner can drop its own lock, so a free lock alone never makes a slot dead. The
+process is identified by its pid in its PID namespace, that namespace's inode and its
+/proc starttime, all recorded by the core; the agent, outside the container, finds it by
+scanning /proc for a process with that namespace, innermost pid and start time. OFD and POSIX
+locks conflict, so the POSIX F_GETLK/lockf here see the lock.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 MAGIC = 0x47525254
-MAJOR = 1
+MAJOR = 2
 MINOR = 0
 MAX_DEVICES = 16
 MAX_SLOTS = 64
@@ -36,15 +39,15 @@ REGION_FILE = "region.bin"
 # Offsets within the file (region.h); the layout test compares these with the C compiler's.
 HEADER = struct.Struct("<IHHIIII Q 64s")  # magic major minor header_size devices slots rsv created
 DEVICE = struct.Struct("<48s Q Q Q Q I I q Q Q Q Q")
-SLOT = struct.Struct("<I I Q 16Q")
+SLOT = struct.Struct("<I I Q Q 16Q")
 _PID = struct.Struct("<I")  # a slot's first field
 DEVICES_OFFSET = 96
 DEVICE_SIZE = 128
 SLOTS_OFFSET = DEVICES_OFFSET + MAX_DEVICES * DEVICE_SIZE
-SLOT_SIZE = 144
+SLOT_SIZE = 152
 REGION_SIZE = SLOTS_OFFSET + MAX_SLOTS * SLOT_SIZE
 MEM_USED_OFFSET = 56  # within a device record
-SLOT_MEM_OFFSET = 16  # within a slot record
+SLOT_MEM_OFFSET = 24  # within a slot record
 
 _FLOCK = struct.Struct("hhxxxxqqixxxx")  # struct flock on x86_64/aarch64 Linux
 
@@ -76,6 +79,7 @@ class ProcessSlot:
     index: int
     pid: int
     start_time: int
+    pid_ns: int
     generation: int
     alive: bool
     memory_used: tuple[int, ...]
@@ -106,10 +110,41 @@ def region_exists(region_dir: str | os.PathLike[str]) -> bool:
     return os.path.exists(os.path.join(region_dir, REGION_FILE))
 
 
-def _slot_alive(fd: int, slot: int) -> bool:
+def _slot_locked(fd: int, slot: int) -> bool:
     probe = _FLOCK.pack(fcntl.F_WRLCK, os.SEEK_SET, LOCK_BASE + slot, 1, 0)
     got = fcntl.fcntl(fd, fcntl.F_GETLK, probe)
     return _FLOCK.unpack(got)[0] != fcntl.F_UNLCK
+
+
+def _running(proc: str = "/proc") -> set[tuple[int, int, int]]:
+    """(PID namespace inode or 0 when unreadable, innermost pid, starttime) of every running
+    process. A namespace the agent may not read matches any slot: never declared dead."""
+    seen: set[tuple[int, int, int]] = set()
+    for name in os.listdir(proc):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"{proc}/{name}/stat", "rb") as f:
+                stat = f.read()
+            with open(f"{proc}/{name}/status", "rb") as f:
+                status = f.read()
+        except OSError:
+            continue  # exited meanwhile
+        fields = stat[stat.rindex(b")") + 2 :].split()
+        if fields[0] in (b"Z", b"X"):
+            continue  # exited: its memory is given back, only the entry waits to be reaped
+        nspid = next((ln for ln in status.splitlines() if ln.startswith(b"NSpid:")), b"")
+        inner = int(nspid.split()[-1]) if nspid else int(name)
+        try:
+            ns = os.stat(f"{proc}/{name}/ns/pid").st_ino
+        except OSError:
+            ns = 0
+        seen.add((ns, inner, int(fields[19])))
+    return seen
+
+
+def _owner_alive(running: set[tuple[int, int, int]], pid: int, ns: int, start: int) -> bool:
+    return (ns, pid, start) in running or (0, pid, start) in running
 
 
 def _cstr(raw: bytes) -> str:
@@ -151,11 +186,16 @@ def read_region(region_dir: str | os.PathLike[str]) -> RegionSnapshot:
                 DeviceUsage(i, _cstr(uuid), limit, used, peak, rejected, pct, cused, throttled, n)
             )
         slots = []
+        running: set[tuple[int, int, int]] | None = None  # scanned only for an unlocked slot
         for i in range(MAX_SLOTS):
             if _PID.unpack_from(buf, SLOTS_OFFSET + i * SLOT_SIZE)[0] == 0:
                 continue  # a free slot: most of them, so only its pid is decoded
-            pid, gen, start, *mem = SLOT.unpack_from(buf, SLOTS_OFFSET + i * SLOT_SIZE)
-            slots.append(ProcessSlot(i, pid, start, gen, _slot_alive(fd, i), tuple(mem[:ndev])))
+            pid, gen, start, ns, *mem = SLOT.unpack_from(buf, SLOTS_OFFSET + i * SLOT_SIZE)
+            alive = _slot_locked(fd, i)
+            if not alive:
+                running = _running() if running is None else running
+                alive = _owner_alive(running, pid, ns, start)
+            slots.append(ProcessSlot(i, pid, start, ns, gen, alive, tuple(mem[:ndev])))
         return RegionSnapshot(_cstr(claim), major, minor, created, tuple(devices), tuple(slots))
     finally:
         os.close(fd)
@@ -180,9 +220,10 @@ _SEQ_CST = 5
 def reclaim_dead(region_dir: str | os.PathLike[str]) -> int:
     """Give back the memory charged to processes that are gone; returns bytes reclaimed.
 
-    Safe to run at any time alongside live processes and peers doing the same: taking a
-    slot's lock proves its owner is dead and keeps other reclaimers out, and counters are
-    changed with the same atomic operations the core uses. Idempotent.
+    Safe to run at any time alongside live processes and peers doing the same: a slot is
+    scrubbed only while holding its lock (which keeps other reclaimers out) and once no
+    running process matches its owner (a live owner that dropped its lock keeps its charge);
+    counters are changed with the same atomic operations the core uses. Idempotent.
     """
     path = region_path(region_dir)
     atomic = _libatomic()
@@ -192,6 +233,7 @@ def reclaim_dead(region_dir: str | os.PathLike[str]) -> int:
         with mmap.mmap(fd, REGION_SIZE) as mm:
             base = ctypes.addressof(ctypes.c_char.from_buffer(mm))
             total = 0
+            running: set[tuple[int, int, int]] | None = None
             try:
                 for i in range(MAX_SLOTS):
                     slot = SLOTS_OFFSET + i * SLOT_SIZE
@@ -202,6 +244,10 @@ def reclaim_dead(region_dir: str | os.PathLike[str]) -> int:
                     except OSError:
                         continue  # its process is alive
                     try:
+                        pid, _gen, start, ns = struct.unpack_from("<IIQQ", mm, slot)
+                        running = _running() if running is None else running
+                        if pid == 0 or _owner_alive(running, pid, ns, start):
+                            continue  # its owner dropped the lock but still runs
                         total += _scrub(atomic, base, slot)
                     finally:
                         fcntl.lockf(fd, fcntl.LOCK_UN, 1, LOCK_BASE + i)

@@ -53,8 +53,12 @@ class Build:
 
     @property
     def test_lib(self) -> Path:
-        """The test variant: the same core, paths overridable from the environment."""
-        return self.root / "libtranche-test.so"
+        """The test variant: the same core, paths overridable from the environment.
+
+        NATIVE_CORE_UNDER_TEST names another build of it (an older commit's, to show that a
+        test fails there: see the figures recorded in nodeagent/native/README.md)."""
+        other = os.environ.get("NATIVE_CORE_UNDER_TEST")
+        return Path(other) if other and self.name == "normal" else self.root / "libtranche-test.so"
 
     def prog(self, name: str) -> Path:
         return self.root / "tests" / name
@@ -169,6 +173,17 @@ class GpuBox:
             LD_PRELOAD=b.preload(),
         )
         return Container(name, path, region, env)
+
+    def physical_used(self, device: int = 0) -> int:
+        """Bytes the simulated card really holds (simgpu's own counter, through NVML without
+        the core): the ground truth a slice is checked against."""
+        smi = self.build.root / "simgpu" / "nvidia-smi"
+        env = {k: v for k, v in self.base_env().items() if k != "LD_PRELOAD"}
+        query = ["--query-gpu=memory.used", "--format=csv,noheader,nounits", "-i", str(device)]
+        out = subprocess.run(
+            [str(smi), *query], env=env, capture_output=True, text=True, check=True, timeout=30
+        ).stdout
+        return int(out.strip()) * MiB
 
     def mounted(
         self, c: Container, prog: str, *args: str, config_setup: str | None = None

@@ -21,6 +21,7 @@ int main(void) {
     OFF(tr_device_t, tokens_ns); OFF(tr_device_t, last_refill_ns);
     OFF(tr_device_t, compute_used_ns); OFF(tr_device_t, throttled_ns); OFF(tr_device_t, launches);
     OFF(tr_slot_t, pid); OFF(tr_slot_t, generation); OFF(tr_slot_t, start_time);
+    OFF(tr_slot_t, pid_ns);
     OFF(tr_slot_t, mem_used);
     return 0;
 }

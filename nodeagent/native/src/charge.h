@@ -16,7 +16,7 @@ static inline void tr_uncharge(int dev, uint64_t size) {
  * what was asked, memory that cannot be taken back): the counter must show what is held, so
  * the next allocation is refused instead of the excess going unseen. */
 static inline void tr_mem_force(int dev, uint64_t size) {
-    if (dev < 0 || !size) return;
+    if (dev < 0 || !size || !TR_OWN_SLOT()) return;
     tr_region_t *r = tr_region();
     atomic_fetch_add(&r->slots[tr_region_slot()].mem_used[dev], size);
     uint64_t used = atomic_fetch_add(&r->devices[dev].mem_used, size) + size;

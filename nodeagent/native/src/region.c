@@ -19,6 +19,12 @@
 #include "config.h"
 
 static tr_region_t *g_region;
+/* Until the region is open nothing is charged, so the check passes; then it points at a
+ * MADV_WIPEONFORK page holding 1, which the kernel hands to any child (fork(), or clone()
+ * without the atfork handlers) as 0. */
+static uint32_t g_owner_before_init = 1;
+volatile uint32_t *tr_slot_owner = &g_owner_before_init;
+static uint64_t g_pid_ns; /* inode of our PID namespace, 0 if unknown */
 static int g_fd = -1;
 static int g_slot = -1;
 static char g_path[4096]; /* region.bin, reopened by a forked child for a lock of its own */
@@ -38,21 +44,64 @@ static int lock_byte(int fd, int slot, short type) {
     return fcntl(fd, F_OFD_SETLK, &fl);
 }
 
-static uint64_t proc_start_time(void) {
-    /* Field 22 of /proc/self/stat; the command name (field 2) may hold spaces, so skip to ')'. */
+/* Field 22 (starttime) of a /proc/<pid>/stat text, and its state (field 3). The command name
+ * (field 2) may hold spaces, so fields are counted from the last ')'. */
+static uint64_t stat_start_time(const char *path, char *state) {
     char buf[1024];
-    int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+    *state = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return 0;
     ssize_t n = read(fd, buf, sizeof buf - 1);
     close(fd);
     if (n <= 0) return 0;
     buf[n] = '\0';
     char *p = strrchr(buf, ')');
-    if (!p) return 0;
+    if (!p || p[1] != ' ') return 0;
+    *state = p[2];
     int field = 2;
     for (; *p && field < 22; p++)
         if (*p == ' ') field++;
     return strtoull(p, NULL, 10);
+}
+
+static uint64_t proc_start_time(void) {
+    char state;
+    return stat_start_time("/proc/self/stat", &state);
+}
+
+/* Our PID namespace's inode, or 0 when /proc does not show our own namespace (NSpid lists
+ * more than one pid: the /proc mounted here belongs to an outer namespace, so the pid we
+ * would record could not be looked up by our peers, nor theirs by us). */
+static uint64_t own_pid_ns(void) {
+    struct stat st;
+    if (stat("/proc/self/ns/pid", &st) != 0) return 0;
+    char buf[4096];
+    int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return 0;
+    buf[n] = '\0';
+    const char *line = strstr(buf, "\nNSpid:");
+    if (!line) return 0;
+    char *end;
+    unsigned long pid = strtoul(line + 7, &end, 10);
+    if (pid != (unsigned long)getpid() || (*end != '\n' && *end != '\0')) return 0;
+    return (uint64_t)st.st_ino;
+}
+
+/* Whether a slot's process may still be alive: only a process we can see, in our own PID
+ * namespace, is ever declared dead (gone from /proc, a zombie, or its pid reused by a process
+ * started at another time). The slot lock alone says nothing: its owner can drop it. */
+static int owner_alive(const tr_slot_t *s) {
+    uint32_t pid = atomic_load(&s->pid);
+    if (!g_pid_ns || s->pid_ns != g_pid_ns) return 1; /* not ours to judge: the agent's */
+    char path[64], state;
+    snprintf(path, sizeof path, "/proc/%u/stat", pid);
+    uint64_t start = stat_start_time(path, &state);
+    if (!start) return access(path, F_OK) == 0 || errno != ENOENT; /* gone: dead */
+    if (state == 'Z' || state == 'X') return 0; /* exited: the driver gave its memory back */
+    return start == s->start_time;
 }
 
 /* Caller holds the slot's lock; the previous owner is gone. Returns bytes given back. */
@@ -76,23 +125,39 @@ uint64_t tr_region_reclaim_dead(void) {
         if (i == g_slot) continue;
         tr_slot_t *s = &g_region->slots[i];
         if (atomic_load(&s->pid) == 0) continue;
-        /* Taking the lock proves the owner is dead and keeps other reclaimers out. */
+        /* Holding the lock keeps other reclaimers out; a free lock alone does not prove the
+         * owner dead (it may have dropped it), its process must be gone too. */
         if (lock_byte(g_fd, i, F_WRLCK) != 0) continue;
-        if (atomic_load(&s->pid) != 0) total += scrub_slot(s);
+        if (atomic_load(&s->pid) != 0 && !owner_alive(s)) total += scrub_slot(s);
         lock_byte(g_fd, i, F_UNLCK);
     }
     return total;
 }
 
 static int claim_slot(char *err, size_t errlen) {
+    g_pid_ns = own_pid_ns();
+    if (!g_pid_ns) {
+        snprintf(err, errlen, "this process's /proc does not show its own PID namespace (a PID "
+                 "namespace entered without mounting its /proc), so its peers could not tell "
+                 "whether it is alive; run GPU work in the container's own PID namespace");
+        return -1;
+    }
     for (int i = 0; i < TR_MAX_SLOTS; i++) {
         if (lock_byte(g_fd, i, F_WRLCK) != 0) continue; /* a live process has it */
         tr_slot_t *s = &g_region->slots[i];
-        if (atomic_load(&s->pid) != 0) scrub_slot(s); /* left by a dead process */
+        if (atomic_load(&s->pid) != 0) {
+            if (owner_alive(s)) { /* its owner dropped the lock but lives: still its slot */
+                lock_byte(g_fd, i, F_UNLCK);
+                continue;
+            }
+            scrub_slot(s); /* left by a dead process */
+        }
         s->start_time = proc_start_time();
+        s->pid_ns = g_pid_ns;
         atomic_fetch_add(&s->generation, 1);
         atomic_store(&s->pid, (uint32_t)getpid());
         g_slot = i;
+        *tr_slot_owner = 1;
         return 0;
     }
     snprintf(err, errlen, "all %d process slots of the container's region are in use: at most "
@@ -210,12 +275,22 @@ int tr_region_open(const char *dir, const tr_config_t *cfg, char *err, size_t er
         g_region->devices[i].mem_limit = g_limit[i];
         g_region->devices[i].compute_percent = cfg->devices[i].compute_percent;
     }
+    /* A child the kernel made without our atfork handler (a raw clone()) must not charge to
+     * our slot: it shares our lock, so once we die and it drops the lock our slot would be
+     * reclaimed under its allocations. The page reads 0 in every child. Without the kernel
+     * feature (before 4.14) fork() children are still caught by the atfork handler. */
+    void *page = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (page != MAP_FAILED) {
+        madvise(page, 4096, MADV_WIPEONFORK);
+        tr_slot_owner = page;
+    }
     if (claim_slot(err, errlen) != 0) return -1;
     tr_region_reclaim_dead();
     return 0;
 }
 
 int tr_mem_reserve(int dev, uint64_t size) {
+    if (!TR_OWN_SLOT()) return -1;
     tr_device_t *d = &g_region->devices[dev];
     uint64_t limit = g_limit[dev];
     for (int attempt = 0; attempt < 2; attempt++) {
@@ -238,8 +313,30 @@ int tr_mem_reserve(int dev, uint64_t size) {
 }
 
 void tr_mem_release(int dev, uint64_t size) {
+    /* A child that never took a slot gives back nothing: what it would free was charged by
+     * its parent, who still holds it (the rebind forgets the inherited handles). */
+    if (__builtin_expect(!*tr_slot_owner, 0)) {
+        tr_region_rebind();
+        return;
+    }
     atomic_fetch_sub(&g_region->slots[g_slot].mem_used[dev], size);
     atomic_fetch_sub(&g_region->devices[dev].mem_used, size);
+}
+
+static _Atomic int g_rebinding;
+
+int tr_region_rebind(void) {
+    /* A child the atfork handler never ran in: do now what it would have done. One thread
+     * rebinds, others wait for it. */
+    int expected = 0;
+    if (atomic_compare_exchange_strong(&g_rebinding, &expected, 1)) {
+        if (!*tr_slot_owner) tr_region_after_fork();
+        atomic_store(&g_rebinding, 0);
+    } else {
+        while (atomic_load(&g_rebinding)) {
+        }
+    }
+    return *tr_slot_owner && g_slot >= 0 ? 0 : -1;
 }
 
 void tr_region_after_fork(void) {
@@ -249,7 +346,8 @@ void tr_region_after_fork(void) {
      * child's, and stay locked after the parent died). Never a shared slot: with none free, the child has no GPU.
      * Only async-signal-safe calls here. */
     if (!g_region) return;
-    char err[160];
+    char err[400];
+    tr_track_forget_all(); /* the parent's handles are not ours to free or settle */
     int fd = open(g_path, O_RDWR | O_CLOEXEC);
     g_slot = -1;
     close(g_fd); /* even on failure: holding it would keep the parent's lock past its death */

@@ -5,11 +5,14 @@
  * killed mid-update can never leave a lock held. nodeagent/region.py mirrors this layout and
  * tests/native/test_region_layout.py pins the offsets on both sides.
  *
- * Liveness of a process slot is an open-file-description (OFD) byte-range lock on the region
- * file at TR_LOCK_BASE + slot: the kernel drops it when the process dies (even on SIGKILL), it
- * is visible across PID namespaces (node agent on the host) and conflicts with POSIX locks, and
- * no close() of another descriptor of the file drops it. A forked child reopens the file and
- * takes a slot of its own.
+ * A process slot is in use while EITHER its open-file-description (OFD) lock on byte
+ * TR_LOCK_BASE + slot is held OR its process (pid + /proc starttime, in the PID namespace
+ * recorded with it) is alive. The lock alone cannot be trusted: the process holding it can
+ * drop it (F_OFD_SETLK F_UNLCK on its own descriptor, or a remap and close), and a peer that
+ * took a "dead" slot would give back bytes the live process still holds. A process cannot
+ * make itself look dead, so a slot is reclaimed only when both say so, by a reclaimer that
+ * can see the owner's PID namespace. A forked child (fork(), or a raw clone() that skips
+ * the atfork handlers: a wipe-on-fork page tells) takes a slot of its own.
  */
 #ifndef TRANCHE_REGION_H
 #define TRANCHE_REGION_H
@@ -19,7 +22,7 @@
 #include <stdint.h>
 
 #define TR_REGION_MAGIC 0x47525254u /* "TRRG" little-endian */
-#define TR_REGION_MAJOR 1u
+#define TR_REGION_MAJOR 2u
 #define TR_REGION_MINOR 0u
 #define TR_MAX_DEVICES 16
 #define TR_MAX_SLOTS 64
@@ -47,8 +50,9 @@ typedef struct {
     _Atomic uint32_t pid;             /*   0: 0 = free; pid in the process's own namespace */
     _Atomic uint32_t generation;      /*   4: bumped on every claim and every reclaim */
     uint64_t start_time;              /*   8: /proc/self/stat starttime (clock ticks) */
-    _Atomic uint64_t mem_used[TR_MAX_DEVICES]; /* 16: bytes this process holds, per device */
-} tr_slot_t;                          /* 144 bytes */
+    uint64_t pid_ns;                  /*  16: inode of the owner's /proc/self/ns/pid */
+    _Atomic uint64_t mem_used[TR_MAX_DEVICES]; /* 24: bytes this process holds, per device */
+} tr_slot_t;                          /* 152 bytes */
 
 typedef struct {
     uint32_t magic;                   /*   0 */
@@ -62,13 +66,13 @@ typedef struct {
     char claim[TR_CLAIM_LEN];         /*  32 */
     tr_device_t devices[TR_MAX_DEVICES]; /* 96 */
     tr_slot_t slots[TR_MAX_SLOTS];    /* 96 + 16*128 = 2144 */
-} tr_region_t;                        /* 2144 + 64*144 = 11360 bytes */
+} tr_region_t;                        /* 2144 + 64*152 = 11872 bytes */
 
 _Static_assert(sizeof(tr_device_t) == 128, "device record layout");
-_Static_assert(sizeof(tr_slot_t) == 144, "slot record layout");
+_Static_assert(sizeof(tr_slot_t) == 152, "slot record layout");
 _Static_assert(offsetof(tr_region_t, devices) == 96, "devices offset");
 _Static_assert(offsetof(tr_region_t, slots) == 2144, "slots offset");
-_Static_assert(sizeof(tr_region_t) == 11360, "region size");
+_Static_assert(sizeof(tr_region_t) == 11872, "region size");
 
 struct tr_config;
 
@@ -79,10 +83,18 @@ int tr_region_slot(void);
 /* Reclaim slots whose process is gone; returns bytes reclaimed over all devices. */
 uint64_t tr_region_reclaim_dead(void);
 
+/* 0 in a process created by fork()/clone() until it has a slot of its own (wipe-on-fork). */
+extern volatile uint32_t *tr_slot_owner;
+/* Called when *tr_slot_owner reads 0: take a slot of our own; -1 when there is none. */
+int tr_region_rebind(void);
+#define TR_OWN_SLOT() (__builtin_expect(*tr_slot_owner != 0, 1) || tr_region_rebind() == 0)
+
 /* Memory admission: reserve size on device dev if used + size <= limit (CAS). */
 int tr_mem_reserve(int dev, uint64_t size);
 void tr_mem_release(int dev, uint64_t size);
 void tr_region_after_fork(void);
+/* track.c: a forked child owns none of its parent's handles. */
+void tr_track_forget_all(void);
 /* core.c: in a forked child that cannot account (no free slot): no GPU from now on. */
 void tr_refuse_after_fork(const char *why);
 

@@ -90,3 +90,12 @@ int tr_track_take(int kind, uint64_t key, int *dev, uint64_t *size) {
     pthread_mutex_unlock(&mu);
     return e ? 0 : -1;
 }
+
+void tr_track_forget_all(void) {
+    /* In a forked child: another thread of the parent may have held the mutex at fork time,
+     * so it is made afresh. The parent's table is left to the child's heap, unused. */
+    pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+    mu = fresh;
+    tab = NULL;
+    cap = live = used = 0;
+}

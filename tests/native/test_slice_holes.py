@@ -126,13 +126,15 @@ def test_async_allocation_on_a_device_1_stream_charges_device_1(any_box: GpuBox,
     assert devices[0].memory_peak == CTX
     outside = any_box.container("d", [(0, SLICE, 100)])
     fields = _run(any_box, outside, "asyncdev1", how)
-    assert _codes(fields) == [OOM] * 6
-    assert int(fields["phys1"]) == CTX  # only the (uncharged) context of device 1
+    assert fields["ctx1"] == "101"  # no context on a device outside the slice (issue #27)
+    assert "codes" not in fields  # no allocation was tried
+    assert int(fields["phys1"]) == 0
 
 
 @pytest.mark.parametrize("how", HOWS)
 def test_a_context_at_a_reused_address_is_looked_up_again(any_box: GpuBox, how: str) -> None:
-    c = any_box.container("c", [(0, SLICE, 100)])
+    # Device 1 in the slice with room for its context only: the 32 MiB there is refused.
+    c = any_box.container("c", [(0, SLICE, 100), (1, CTX, 100)])
     fields = _run(any_box, c, "ctxreuse", how)
     assert fields["reused"] == "1"  # simgpu handed out the destroyed context's address
     assert _codes(fields) == [OOM]

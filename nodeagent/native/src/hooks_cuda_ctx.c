@@ -7,11 +7,18 @@
  * the slice config (what a context of that GPU model measured at the node agent's discovery):
  * a measurement can only come out low (another thread freed memory meanwhile, NVML missing),
  * and a context charged less than it holds would let the tenant past the cap.
+ *
+ * The floor is reserved BEFORE the driver is asked and the measured excess trued up after:
+ * charged after the fact, every creator racing against a full slice held a context the books
+ * did not show until its refusal (issue #27, items 4 and 6). A context on a device the slice
+ * does not list is refused, by every create path, primary and green ones included: the
+ * driver would have made it, and launched on it, outside the books.
  */
 #include <unistd.h>
 #define _GNU_SOURCE
 #include <pthread.h>
 
+#include "charge.h"
 #include "tranche.h"
 
 static pthread_mutex_t ctx_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -64,29 +71,45 @@ static uint64_t growth(usage_t before, usage_t after, int idx) {
     return g > floor ? g : floor;
 }
 
+static uint64_t ctx_floor(int idx) { return tr_cfg.devices[idx].context_floor_bytes; }
+
+/* After the driver made a context charged its floor: charge what it measured beyond that.
+ * Returns the whole charge, or 0 when the excess does not fit (the caller destroys the
+ * context and gives the floor back). */
+static uint64_t true_up(usage_t before, CUdevice dev, int idx) {
+    uint64_t delta = growth(before, phys_used(dev), idx);
+    uint64_t floor = ctx_floor(idx);
+    if (delta > floor && tr_mem_reserve(idx, delta - floor) != 0) return 0;
+    return delta;
+}
+
 TR_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
     if (tr_guard) return REAL_FN(cuDevicePrimaryCtxRetain)(pctx, dev);
     if (!tr_ready()) return CUDA_ERROR_NOT_INITIALIZED;
-    int idx = tr_dev_index(dev);
-    if (dev < 0 || dev >= 64 || idx < 0) return REAL_FN(cuDevicePrimaryCtxRetain)(pctx, dev);
+    int idx = tr_dev_index(dev); /* -1 too for an ordinal past the table: never passed on */
+    if (idx < 0) return CUDA_ERROR_INVALID_DEVICE;
     tr_guard++;
     pthread_mutex_lock(&ctx_mu);
     int first = primary_refs[dev] == 0;
     usage_t before = {0, 0, 0};
-    if (first) before = phys_used(dev);
-    CUresult r = REAL_FN(cuDevicePrimaryCtxRetain)(pctx, dev);
-    if (r == CUDA_SUCCESS) {
-        primary_refs[dev]++;
-        if (first) {
-            uint64_t delta = growth(before, phys_used(dev), idx);
-            if (delta && tr_mem_reserve(idx, delta) != 0) {
+    CUresult r = CUDA_ERROR_OUT_OF_MEMORY;
+    if (!first || tr_mem_reserve(idx, ctx_floor(idx)) == 0) {
+        if (first) before = phys_used(dev);
+        r = REAL_FN(cuDevicePrimaryCtxRetain)(pctx, dev);
+        if (r == CUDA_SUCCESS) {
+            primary_refs[dev]++;
+            uint64_t charged = first ? true_up(before, dev, idx) : 0;
+            if (first && !charged) {
                 REAL_FN(cuDevicePrimaryCtxRelease_v2)(dev);
                 tr_ctx_gone();
                 primary_refs[dev]--;
+                tr_uncharge(idx, ctx_floor(idx));
                 r = CUDA_ERROR_OUT_OF_MEMORY;
-            } else {
-                tr_track_put(TR_K_CTX, (uint64_t)dev, idx, delta);
+            } else if (first) {
+                tr_track_put(TR_K_CTX, (uint64_t)dev, idx, charged);
             }
+        } else if (first) {
+            tr_uncharge(idx, ctx_floor(idx));
         }
     }
     pthread_mutex_unlock(&ctx_mu);
@@ -178,23 +201,28 @@ static CUresult ctx_create(void *out, const ctx_args_t *a, CUdevice dev) {
     if (!tr_ready()) return CUDA_ERROR_NOT_INITIALIZED;
     if (!tr_real[create_id(a->variant)]) return CUDA_ERROR_NOT_FOUND; /* an older driver */
     int idx = tr_dev_index(dev);
-    if (idx < 0 || !out) return real_ctx_create(out, a, dev);
+    if (idx < 0) return CUDA_ERROR_INVALID_DEVICE;
+    if (!out) return CUDA_ERROR_INVALID_VALUE;
     int green = a->variant == CTX_GREEN;
+    if (tr_mem_reserve(idx, ctx_floor(idx)) != 0) return CUDA_ERROR_OUT_OF_MEMORY;
     tr_guard++;
     pthread_mutex_lock(&ctx_mu);
     usage_t before = phys_used(dev);
     CUresult r = real_ctx_create(out, a, dev);
     if (r == CUDA_SUCCESS) {
         void *handle = green ? (void *)*(CUgreenCtx *)out : (void *)*(CUcontext *)out;
-        uint64_t delta = growth(before, phys_used(dev), idx);
-        if (delta && tr_mem_reserve(idx, delta) != 0) {
+        uint64_t charged = true_up(before, dev, idx);
+        if (!charged) {
             if (green) REAL_FN(cuGreenCtxDestroy)((CUgreenCtx)handle);
             else REAL_FN(cuCtxDestroy_v2)((CUcontext)handle);
             tr_ctx_gone();
+            tr_uncharge(idx, ctx_floor(idx));
             r = CUDA_ERROR_OUT_OF_MEMORY;
         } else {
-            tr_track_put(TR_K_CTX, ctx_key(handle, green), idx, delta);
+            tr_track_put(TR_K_CTX, ctx_key(handle, green), idx, charged);
         }
+    } else {
+        tr_uncharge(idx, ctx_floor(idx));
     }
     pthread_mutex_unlock(&ctx_mu);
     tr_guard--;

@@ -164,7 +164,9 @@ int main(int argc, char **argv) {
             CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
         } else {
             CUcontext other;
-            CHECK(cuDevicePrimaryCtxRetain(&other, 1));
+            CUresult rr = cuDevicePrimaryCtxRetain(&other, 1);
+            printf("ctx1=%d\n", (int)rr); /* refused when device 1 is outside the slice */
+            if (rr != CUDA_SUCCESS) goto done_async;
             CHECK(cuCtxSetCurrent(other));
             CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
             CHECK(cuCtxSetCurrent(primary));
@@ -178,6 +180,7 @@ int main(int argc, char **argv) {
             CUdeviceptr p;
             RECORD(pool ? from(&p, 16 * MiB, pool, s) : alloc(&p, 16 * MiB, s));
         }
+    done_async:;
     } else if (!strcmp(what, "ctxreuse")) {
         ctx2_fn create = (ctx2_fn)entry("cuCtxCreate_v2", "cuCtxCreate", 3020, (void *)&cuCtxCreate_v2);
         alloc_fn alloc = (alloc_fn)entry("cuMemAlloc_v2", "cuMemAlloc", 3020, (void *)&cuMemAlloc_v2);

@@ -52,9 +52,10 @@ def test_a_chain_of_holders_dropping_their_slots_never_exceeds_the_slice(
         assert held[0] > 0  # the first holder really filled its slice
         assert physical <= SLICE + CHUNK, (trick, held, physical)
         assert sum(held) <= SLICE
-        # The books still show the live holders: a peer or the agent reclaims nothing of them.
-        assert region.reclaim_dead(c.region_dir) == 0
-        assert region.read_region(c.region_dir).devices[0].memory_used >= held[0]
+        # The books still show the live holders: the agent reclaims nothing of theirs (only a
+        # dead parent's context in the clone case).
+        region.reclaim_dead(c.region_dir)
+        assert region.read_region(c.region_dir).devices[0].memory_used >= sum(held)
     finally:
         for p in holders:
             p.communicate(timeout=30)  # closing stdin ends the holder (and a cloned child)

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "tranche.h"
@@ -108,10 +109,35 @@ int tr_ready(void) {
     return atomic_load(&init_ok);
 }
 
+/* The core's own clock and sleep are raw system calls, never libc's clock_gettime/nanosleep:
+ * a program may define those itself (the dynamic linker binds our calls to its copy first),
+ * and a clock that jumps would refill the compute budget at will (issue #27, item 5). Used
+ * only off the hot path (a launch that has to wait for budget). */
+static long raw_syscall2(long nr, long a, long b) {
+    long ret;
+#if defined(__x86_64__)
+    __asm__ volatile("syscall" : "=a"(ret) : "a"(nr), "D"(a), "S"(b) : "rcx", "r11", "memory");
+#elif defined(__aarch64__)
+    register long x8 __asm__("x8") = nr;
+    register long x0 __asm__("x0") = a;
+    register long x1 __asm__("x1") = b;
+    __asm__ volatile("svc 0" : "+r"(x0) : "r"(x8), "r"(x1) : "memory");
+    ret = x0;
+#else
+#error "tr_now_ns needs a raw system call for this architecture"
+#endif
+    return ret;
+}
+
 uint64_t tr_now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    struct timespec ts = {0, 0};
+    raw_syscall2(SYS_clock_gettime, CLOCK_MONOTONIC, (long)&ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void tr_sleep_ns(uint64_t ns) {
+    struct timespec ts = {(time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull)};
+    raw_syscall2(SYS_nanosleep, (long)&ts, 0);
 }
 
 int tr_dev_index_by_uuid(const char *uuid) {

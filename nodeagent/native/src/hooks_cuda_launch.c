@@ -1,22 +1,29 @@
 /*
  * Launch family: the compute share. Each container has one budget of device time per device
  * in its shared region (all its processes draw from it), refilled at the target share. A
- * launch waits while the budget is spent and is charged its expected device time: an EWMA per
- * function (or graph), fed by timing occasional launches with a pair of events. The first
- * launch of a function is timed synchronously so the estimate is never a guess. Samples are
- * only taken on an idle stream: behind our own queued work the start event would complete
- * early and the sample would also count other tenants' kernels that ran in between, which
- * would overcharge exactly the containers that are contending.
+ * launch waits while the budget is spent and is charged its expected device time: an estimate
+ * per function (or graph), learnt from launches timed with a pair of events, each such
+ * sample settling the difference between what its launch was charged and what it took.
+ *
+ * What a program cannot steer (issue #27, item 5): a function's first launch is timed
+ * synchronously, except on a capturing stream (nothing runs there; the graph launch is what
+ * is charged); which later launch is sampled is drawn at random 32..95 launches on, and a
+ * sample due on a stream that never idles is taken anyway, synchronously, so a busy stream
+ * cannot keep a low first estimate; a sample above the estimate replaces it at once (only
+ * decreases are smoothed); a function the table has no room for shares one overflow entry,
+ * metered like any other; the core's clock and sleep are raw system calls.
+ * Async samples are taken only on an idle stream: behind our own queued work the start event
+ * would complete early.
  */
 #define _GNU_SOURCE
 #include <stdatomic.h>
-#include <time.h>
 
 #include "tranche.h"
 
 #define BURST_NS 10000000LL   /* budget a container may save up: 10 ms of device time */
 #define MAX_WAIT_NS 2000000LL /* re-check at least this often while throttled */
-#define SAMPLE_EVERY 32u      /* re-measure a function every this many launches */
+#define SAMPLE_MIN 32u        /* a function is re-measured 32..95 launches after its last */
+#define SAMPLE_SPREAD 64u
 #define POLL_EVERY 8u         /* look at an outstanding sample every this many launches */
 #define FTAB_SIZE 4096u
 
@@ -24,9 +31,21 @@ typedef struct {
     _Atomic uintptr_t key;
     _Atomic int64_t est_ns;
     _Atomic uint32_t launches;
+    _Atomic uint32_t next_sample; /* launch count at which the next sample is due */
 } fstat_t;
 
 static fstat_t ftab[FTAB_SIZE];
+static fstat_t overflow; /* every function the table has no room for */
+
+static __thread uint64_t rng_state __attribute__((tls_model("initial-exec")));
+
+static uint32_t next_gap(void) {
+    if (!rng_state) rng_state = tr_now_ns() | 1;
+    rng_state ^= rng_state << 13; /* xorshift64: which launch is sampled, not a secret */
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return SAMPLE_MIN + (uint32_t)(rng_state % SAMPLE_SPREAD);
+}
 
 static fstat_t *fstat_of(uintptr_t key) {
     uint32_t h = (uint32_t)((key * 0x9E3779B97F4A7C15ull) >> 40) & (FTAB_SIZE - 1);
@@ -39,7 +58,14 @@ static fstat_t *fstat_of(uintptr_t key) {
             if (atomic_compare_exchange_strong(&e->key, &zero, key) || zero == key) return e;
         }
     }
-    return NULL; /* table full: such launches are charged nothing but still counted */
+    return &overflow; /* table full: metered together, never unmetered */
+}
+
+/* A sample: above the estimate it replaces it (a cheap first launch cannot hide dear ones),
+ * below it the estimate moves a quarter of the way. */
+static void learn(fstat_t *f, int64_t actual) {
+    int64_t est = atomic_load(&f->est_ns);
+    atomic_store(&f->est_ns, actual > est ? actual : est + (actual - est) / 4);
 }
 
 typedef struct {
@@ -80,8 +106,7 @@ static void wait_for_budget(tr_device_t *d, uint32_t pct) {
     while ((t = atomic_load(&d->tokens_ns)) <= 0) {
         int64_t wait = -t * 100 / pct + 20000;
         if (wait > MAX_WAIT_NS) wait = MAX_WAIT_NS;
-        struct timespec ts = {0, (long)wait};
-        nanosleep(&ts, NULL);
+        tr_sleep_ns((uint64_t)wait);
         now = tr_now_ns();
         refill(d, pct, now);
     }
@@ -98,8 +123,7 @@ static void poll_sample(void) {
     if (!smp.f || REAL_FN(cuEventQuery)(smp.end) != CUDA_SUCCESS) return;
     int64_t actual = elapsed_ns(smp.start, smp.end);
     if (actual >= 0) {
-        int64_t est = atomic_load(&smp.f->est_ns);
-        atomic_store(&smp.f->est_ns, est + (actual - est) / 4);
+        learn(smp.f, actual);
         /* Settle the difference between what was charged and what the launch took. */
         charge(&tr_region()->devices[smp.dev], actual - smp.charged);
     }
@@ -150,22 +174,35 @@ static CUresult pre_launch(uintptr_t key, CUstream s, int ptsz, launch_t *l) {
     fstat_t *f = fstat_of(key);
     l->f = f;
     wait_for_budget(d, pct);
-    if (!f) return CUDA_SUCCESS;
     int64_t est = atomic_load_explicit(&f->est_ns, memory_order_relaxed);
     uint32_t n = atomic_fetch_add_explicit(&f->launches, 1, memory_order_relaxed);
-    if (est <= 0) {
-        smp.f = NULL; /* the event pair is needed now; an older sample is dropped */
-        if (ensure_events() == 0 && REAL_FN(cuStreamSynchronize)(l->stream) == CUDA_SUCCESS &&
-            REAL_FN(cuEventRecord)(smp.start, l->stream) == CUDA_SUCCESS)
-            l->mode = L_SYNC_MEASURE;
+    int due = est <= 0 || n - atomic_load_explicit(&f->next_sample, memory_order_relaxed) <
+                              0x80000000u;
+    if (TR_LIKELY(!due)) {
+        charge(d, est);
         return CUDA_SUCCESS;
     }
-    charge(d, est);
-    if (!smp.f && n % SAMPLE_EVERY == 0 && ensure_events() == 0 &&
+    CUstreamCaptureStatus cap = CU_STREAM_CAPTURE_STATUS_NONE;
+    if (REAL_FN(cuStreamIsCapturing)(l->stream, &cap) != CUDA_SUCCESS ||
+        cap != CU_STREAM_CAPTURE_STATUS_NONE)
+        return CUDA_SUCCESS; /* captured, not run: the graph's launch is charged */
+    atomic_store_explicit(&f->next_sample, n + next_gap(), memory_order_relaxed);
+    if (est > 0) charge(d, est);
+    if (est > 0 && smp.f) return CUDA_SUCCESS; /* a sample is in flight: it settles first */
+    if (est > 0 && ensure_events() == 0 &&
         REAL_FN(cuStreamQuery)(l->stream) == CUDA_SUCCESS &&
         REAL_FN(cuEventRecord)(smp.start, l->stream) == CUDA_SUCCESS) {
         l->mode = L_ASYNC_SAMPLE;
         smp.charged = est;
+        return CUDA_SUCCESS;
+    }
+    /* First launch, or a sample due on a stream that does not idle: wait for the stream and
+     * time this launch alone. */
+    smp.f = NULL; /* the event pair is needed now; an older sample is dropped */
+    if (ensure_events() == 0 && REAL_FN(cuStreamSynchronize)(l->stream) == CUDA_SUCCESS &&
+        REAL_FN(cuEventRecord)(smp.start, l->stream) == CUDA_SUCCESS) {
+        l->mode = L_SYNC_MEASURE;
+        smp.charged = est > 0 ? est : 0;
     }
     return CUDA_SUCCESS;
 }
@@ -183,8 +220,8 @@ static void post_launch(launch_t *l, CUresult r) {
     if (REAL_FN(cuEventSynchronize)(smp.end) == CUDA_SUCCESS)
         actual = elapsed_ns(smp.start, smp.end);
     if (actual < 1) actual = 1;
-    atomic_store(&l->f->est_ns, actual);
-    charge(&tr_region()->devices[l->dev], actual);
+    learn(l->f, actual);
+    charge(&tr_region()->devices[l->dev], actual - smp.charged);
 }
 
 #define LAUNCH_HOOK(sym, key, stream, ptsz, ...)                                               \

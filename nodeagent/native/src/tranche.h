@@ -41,7 +41,8 @@ int tr_dev_index(CUdevice dev);
 int tr_current_dev_index(void);
 int tr_dev_uuid(CUdevice dev, char *out, size_t len);
 int tr_dev_index_by_uuid(const char *uuid);
-uint64_t tr_now_ns(void);
+uint64_t tr_now_ns(void); /* CLOCK_MONOTONIC by raw system call */
+void tr_sleep_ns(uint64_t ns);
 /* lookup.c: glibc's dlsym, and our hook for the variant cuGetProcAddress picked. */
 void *tr_real_dlsym(void *handle, const char *symbol);
 void *tr_hook_substitute(const char *symbol, void *real);

@@ -181,3 +181,25 @@ def test_graph_upload_and_upload_at_instantiation_are_charged(any_box: GpuBox, h
     assert int(fields["phys_after2"]) == CTX + 48 * MiB
     assert int(fields["free"]) == SLICE - CTX - 48 * MiB
     assert region.read_region(c.region_dir).devices[0].memory_peak == CTX + 48 * MiB
+
+
+# ---- Issue #27, item 2: the graph the core reads is the graph the driver instantiates.
+
+
+def test_nodes_added_by_the_programs_own_free_during_instantiation_are_charged(
+    box: GpuBox,
+) -> None:
+    """At 7382faa the core called free() between reading the graph and instantiating it: a
+    program's own free() added 10 x 48 MiB nodes there and the card held 488 MiB on a 64 MiB
+    slice. Now nothing the program can interpose runs in that window. Normal build only: a
+    program replacing free() cannot run under ASan, whose allocator owns the heap."""
+    c = box.container("c", [(0, SLICE, 100)])
+    p = box.start(c, "graphfree", "10", "48")
+    try:
+        assert p.stdout is not None
+        line = p.stdout.readline()
+        assert line.startswith("launch="), line + (p.stderr.read() if p.stderr else "")
+        assert p.stdout.readline().startswith("held")
+        assert box.physical_used(0) <= SLICE, line
+    finally:
+        p.communicate(timeout=30)

@@ -16,6 +16,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "charge.h" /* first: it sets up cuda.h the way the core needs it */
 #include "array_bytes.h"
@@ -38,15 +39,41 @@ static uint64_t graph_attr(CUdevice d, CUgraphMem_attribute a) {
     return (uint64_t)v;
 }
 
-/* Add up the allocation nodes of g (and of its child graphs). -1 if the graph cannot be read. */
+/* What an exec allocates must be read from the very graph the driver instantiates. Between
+ * the first read and the driver's instantiate nothing may change it (issue #27, item 2): the
+ * hooked ways to add a node wait on edit_lock, which instantiation holds from the walk to
+ * the driver's return, and the walk calls no code the program can interpose (no malloc, no
+ * free, no pthread call: its node buffer is grown before the walk starts, and the lock is a
+ * C11 atomic). A program's own malloc/free/pthread_* that adds a node from inside the core
+ * would wait on the lock its thread holds: it stops itself, never the books. */
+static atomic_flag edit_lock = ATOMIC_FLAG_INIT;
+
+static void edit_begin(void) {
+    for (unsigned spins = 0; atomic_flag_test_and_set_explicit(&edit_lock, memory_order_acquire);
+         spins++)
+        if (spins > 64) tr_sleep_ns(2000);
+}
+
+static void edit_end(void) { atomic_flag_clear_explicit(&edit_lock, memory_order_release); }
+
+static CUgraphNode *walk_buf; /* under edit_lock: one stack of node lists for the whole walk */
+static size_t walk_cap, walk_top, walk_need;
+
+/* Add up the allocation nodes of g (and of its child graphs). -1 if the graph cannot be read,
+ * -2 if walk_buf is too small (walk_need says how large it must be). */
 static int walk(CUgraph g, gexec_t *x, int depth) {
     size_t n = 0;
     if (depth > 16 || REAL_FN(cuGraphGetNodes)(g, NULL, &n) != CUDA_SUCCESS) return -1;
     if (n == 0) return 0;
-    CUgraphNode *nodes = calloc(n, sizeof *nodes);
-    if (!nodes) return -1;
-    int rc = REAL_FN(cuGraphGetNodes)(g, nodes, &n) == CUDA_SUCCESS ? 0 : -1;
-    for (size_t i = 0; rc == 0 && i < n; i++) {
+    if (walk_top + n > walk_cap) {
+        walk_need = walk_top + n;
+        return -2;
+    }
+    CUgraphNode *nodes = walk_buf + walk_top;
+    size_t got = n;
+    int rc = REAL_FN(cuGraphGetNodes)(g, nodes, &got) == CUDA_SUCCESS && got <= n ? 0 : -1;
+    walk_top += n;
+    for (size_t i = 0; rc == 0 && i < got; i++) {
         CUgraphNodeType t;
         if (REAL_FN(cuGraphNodeGetType)(nodes[i], &t) != CUDA_SUCCESS) {
             rc = -1;
@@ -67,25 +94,55 @@ static int walk(CUgraph g, gexec_t *x, int depth) {
             x->bytes[idx] = tr_sat_add(x->bytes[idx], p.bytesize);
         } else if (t == CU_GRAPH_NODE_TYPE_GRAPH) {
             CUgraph child;
-            if (REAL_FN(cuGraphChildGraphNodeGetGraph)(nodes[i], &child) != CUDA_SUCCESS ||
-                walk(child, x, depth + 1) != 0)
+            if (REAL_FN(cuGraphChildGraphNodeGetGraph)(nodes[i], &child) != CUDA_SUCCESS)
                 rc = -1;
+            else
+                rc = walk(child, x, depth + 1);
         }
     }
-    free(nodes);
     return rc;
 }
 
+/* Read what graph g allocates into x, edit_lock held on return whatever the result (the
+ * caller releases it once the driver has instantiated). */
+static int walk_locked(CUgraph g, gexec_t *x) {
+    for (int attempt = 0; attempt < 8; attempt++) {
+        if (walk_need > walk_cap) { /* grown outside the lock: malloc may be the program's */
+            size_t cap = walk_need * 2;
+            CUgraphNode *b = calloc(cap, sizeof *b);
+            if (!b) return -1;
+            edit_begin();
+            if (cap > walk_cap) {
+                CUgraphNode *old = walk_buf;
+                walk_buf = b, walk_cap = cap, b = old;
+            }
+            edit_end();
+            free(b);
+        }
+        edit_begin();
+        memset(x, 0, sizeof *x);
+        walk_top = 0;
+        int rc = walk(g, x, 0);
+        if (rc != -2) return rc;
+        edit_end();
+    }
+    edit_begin();
+    return -1; /* a graph growing faster than we can read it: fail closed */
+}
+
 /* Read what graph g allocates; NULL with *err for a graph without allocation nodes (err 0)
- * or one the core cannot read or may not run (err set). */
-static gexec_t *graph_memory(CUgraph g, CUresult *err) {
+ * or one the core cannot read or may not run (err set). edit_lock is held on return; *spare
+ * is a record to free once it is released (malloc/free only outside the window). */
+static gexec_t *graph_memory(CUgraph g, CUresult *err, gexec_t **spare) {
     *err = CUDA_SUCCESS;
+    *spare = NULL;
     gexec_t *x = calloc(1, sizeof *x);
     if (!x) {
         *err = CUDA_ERROR_OUT_OF_MEMORY;
+        edit_begin();
         return NULL;
     }
-    if (walk(g, x, 0) != 0) *err = CUDA_ERROR_NOT_SUPPORTED; /* fail closed */
+    if (walk_locked(g, x) != 0) *err = CUDA_ERROR_NOT_SUPPORTED; /* fail closed */
     else if (x->outside) *err = CUDA_ERROR_OUT_OF_MEMORY;      /* not in the slice */
     for (int i = 0; *err == CUDA_SUCCESS && i < TR_MAX_DEVICES; i++)
         if (x->bytes[i] > (i < tr_cfg.device_count ? tr_cfg.devices[i].memory_bytes : 0))
@@ -93,7 +150,7 @@ static gexec_t *graph_memory(CUgraph g, CUresult *err) {
     int any = 0;
     for (int i = 0; i < TR_MAX_DEVICES; i++) any |= x->bytes[i] != 0;
     if (*err != CUDA_SUCCESS || !any) {
-        free(x);
+        *spare = x;
         return NULL;
     }
     return x;
@@ -151,12 +208,19 @@ static CUresult instantiated(CUgraphExec *pe, CUgraph g, unsigned long long flag
                              CUresult (*call)(CUgraphExec *, CUgraph, void *), void *arg) {
     if (tr_guard) return call(pe, g, arg);
     if (!tr_ready()) return CUDA_ERROR_NOT_INITIALIZED;
-    CUresult err;
-    gexec_t *x = g ? graph_memory(g, &err) : NULL;
-    if (!x && g && err != CUDA_SUCCESS) return err;
+    CUresult err = CUDA_SUCCESS;
+    gexec_t *spare = NULL;
+    gexec_t *x = g ? graph_memory(g, &err, &spare) : NULL;
+    if (g && err != CUDA_SUCCESS) {
+        edit_end();
+        free(spare);
+        return err;
+    }
     tr_guard++;
     CUresult r = call(pe, g, arg);
     tr_guard--;
+    if (g) edit_end();
+    free(spare);
     if (!x) return r;
     if (r != CUDA_SUCCESS) {
         free(x);
@@ -347,8 +411,11 @@ TR_EXPORT CUresult cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGra
     CUresult r = nodeParams ? check_node(&nodeParams->poolProps, nodeParams->bytesize)
                             : CUDA_SUCCESS;
     if (r != CUDA_SUCCESS) return r;
-    return REAL_FN(cuGraphAddMemAllocNode)(phGraphNode, hGraph, dependencies, numDependencies,
-                                           nodeParams);
+    edit_begin();
+    r = REAL_FN(cuGraphAddMemAllocNode)(phGraphNode, hGraph, dependencies, numDependencies,
+                                        nodeParams);
+    edit_end();
+    return r;
 }
 
 TR_EXPORT CUresult cuGraphAddNode(CUgraphNode *phGraphNode, CUgraph hGraph,
@@ -360,8 +427,13 @@ TR_EXPORT CUresult cuGraphAddNode(CUgraphNode *phGraphNode, CUgraph hGraph,
         CUresult r = check_node(&nodeParams->alloc.poolProps, nodeParams->alloc.bytesize);
         if (r != CUDA_SUCCESS) return r;
     }
-    return REAL_FN(cuGraphAddNode)(phGraphNode, hGraph, dependencies, numDependencies,
-                                   nodeParams);
+    if (tr_guard) return REAL_FN(cuGraphAddNode)(phGraphNode, hGraph, dependencies,
+                                                 numDependencies, nodeParams);
+    edit_begin();
+    CUresult r = REAL_FN(cuGraphAddNode)(phGraphNode, hGraph, dependencies, numDependencies,
+                                         nodeParams);
+    edit_end();
+    return r;
 }
 
 TR_EXPORT CUresult cuGraphAddNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph,
@@ -374,6 +446,11 @@ TR_EXPORT CUresult cuGraphAddNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph,
         CUresult r = check_node(&nodeParams->alloc.poolProps, nodeParams->alloc.bytesize);
         if (r != CUDA_SUCCESS) return r;
     }
-    return REAL_FN(cuGraphAddNode_v2)(phGraphNode, hGraph, dependencies, dependencyData,
-                                      numDependencies, nodeParams);
+    if (tr_guard) return REAL_FN(cuGraphAddNode_v2)(phGraphNode, hGraph, dependencies,
+                                                    dependencyData, numDependencies, nodeParams);
+    edit_begin();
+    CUresult r = REAL_FN(cuGraphAddNode_v2)(phGraphNode, hGraph, dependencies, dependencyData,
+                                            numDependencies, nodeParams);
+    edit_end();
+    return r;
 }

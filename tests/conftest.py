@@ -25,33 +25,6 @@ def _tier_of(path: Path) -> str | None:
     return first if first in TIERS else None
 
 
-# Tiers that never touch the portal: a run of only these loads no Django settings, so it
-# needs none of the portal's environment (TRANCHE_DEBUG, a secret key, a database).
-NO_PORTAL_TIERS = frozenset({"native"})
-
-
-def _needs_portal(config: pytest.Config) -> bool:
-    args = [a.split("::", 1)[0] for a in config.args if not a.startswith("-")]
-    if not args:
-        return True  # testpaths: every tier
-    invoked = Path(config.invocation_params.dir)
-    return any(_tier_of((invoked / a).resolve()) not in NO_PORTAL_TIERS for a in args)
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_configure(config: pytest.Config) -> None:
-    """Load the portal's settings unless only portal-free tiers run; pytest-django's own
-    pytest_configure (trylast) then sets Django up from them."""
-    import os
-
-    if "DJANGO_SETTINGS_MODULE" in os.environ or not _needs_portal(config):
-        return
-    os.environ["DJANGO_SETTINGS_MODULE"] = "portal.settings"
-    from django.conf import settings
-
-    settings.DATABASES  # noqa: B018 - forces the settings to load, as pytest-django would
-
-
 def _has_real_gpu() -> bool:
     return Path("/dev/nvidia0").exists() and shutil.which("nvidia-smi") is not None
 

@@ -167,6 +167,19 @@ def test_a_released_handle_stays_charged_while_mapped(any_box: GpuBox, how: str)
     assert region.read_region(c.region_dir).devices[0].memory_peak <= SLICE
 
 
+@pytest.mark.parametrize("how", HOWS)
+def test_a_retained_handle_keeps_its_charge_after_release_and_unmap(
+    any_box: GpuBox, how: str
+) -> None:
+    """At 7382faa retain, release and unmap dropped the charge while the retained handle
+    held the 32 MiB: the next 48 MiB fit, 84 MiB on the card for a 64 MiB slice."""
+    c = any_box.container("c", [(0, SLICE, 100)])
+    fields = _run(any_box, c, "vmmretain", how)
+    assert _codes(fields) == [OOM, 0]
+    assert int(fields["retained_phys0"]) == CTX + 32 * MiB
+    assert region.read_region(c.region_dir).devices[0].memory_peak <= SLICE
+
+
 # ---- Graph memory committed by an upload, not only by a launch.
 
 

@@ -336,6 +336,7 @@ typedef struct {
     int fd, dev; /* dev -1: host memory */
     uint64_t size;
     int maps, released;
+    int refs; /* handles held: cuMemCreate and each cuMemRetainAllocationHandle */
 } vmm_t;
 
 typedef struct {
@@ -382,6 +383,7 @@ SIM_API CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t size,
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     v->dev = dev;
+    v->refs = 1;
     v->size = size;
     v->fd = memfd_create("simgpu-vmm", MFD_CLOEXEC);
     if (v->fd < 0 || ftruncate(v->fd, (off_t)size) != 0) {
@@ -396,11 +398,30 @@ SIM_API CUresult cuMemRelease(CUmemGenericAllocationHandle h) {
     vmm_t *v = (vmm_t *)(uintptr_t)h;
     if (!v || v->released) return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&mu);
+    int gone = --v->refs <= 0; /* the last handle: the memory goes with the last mapping */
     int mapped = v->maps > 0;
-    v->released = 1;
+    if (gone) v->released = 1;
     pthread_mutex_unlock(&mu);
-    if (!mapped) vmm_drop(v);
+    if (gone && !mapped) vmm_drop(v);
     return CUDA_SUCCESS;
+}
+
+/* As a real driver: the handle that backs a mapped address, retained once more (each retain
+ * is matched by a cuMemRelease); the memory stays while any handle or mapping holds it. */
+SIM_API CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *h, void *addr) {
+    if (!h) return CUDA_ERROR_INVALID_VALUE;
+    CUdeviceptr a = (CUdeviceptr)(uintptr_t)addr;
+    pthread_mutex_lock(&mu);
+    vmm_t *v = NULL;
+    for (size_t i = 0; i < nvmaps && !v; i++)
+        if (a >= vmaps[i].va && a - vmaps[i].va < vmaps[i].size) v = vmaps[i].v;
+    if (v) {
+        v->refs++;
+        v->released = 0;
+        *h = (CUmemGenericAllocationHandle)(uintptr_t)v;
+    }
+    pthread_mutex_unlock(&mu);
+    return v ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 SIM_API CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t align,

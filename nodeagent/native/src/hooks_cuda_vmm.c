@@ -3,7 +3,10 @@
  * allocation granularity, to the device it is located on. The driver keeps a handle's memory
  * until it is released AND no longer mapped (cuMemRelease of a mapped handle only drops the
  * handle), so the charge follows the same rule: released while mapped, it stays charged until
- * the last mapping of it is unmapped.
+ * the last mapping of it is unmapped. cuMemRetainAllocationHandle hands out the handle of a
+ * mapped address once more, and each retain is matched by a release: the charge stays until
+ * the last handle is released and the last mapping unmapped (issue #27, item 7; at 7382faa
+ * a retain, release and unmap dropped the charge while the retained handle held the memory).
  *
  * Host locations (CU_MEM_LOCATION_TYPE_HOST, _HOST_NUMA, _HOST_NUMA_CURRENT) are system memory
  * on a real driver and cost the card nothing: passed through uncharged (simgpu models them as
@@ -20,7 +23,8 @@ typedef struct {
     int dev;
     uint64_t charge;
     uint64_t maps;  /* live mappings of this handle */
-    int released;   /* cuMemRelease done; the charge goes with the last unmap */
+    int refs;       /* handles held: the create and each retain */
+    int released;   /* every handle released; the charge goes with the last unmap */
 } vmm_rec_t;
 
 typedef struct {
@@ -72,7 +76,7 @@ TR_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size
         free(rec);
         return r;
     }
-    *rec = (vmm_rec_t){.dev = dev, .charge = charge};
+    *rec = (vmm_rec_t){.dev = dev, .charge = charge, .refs = 1};
     tr_track_put(TR_K_VMM, (uint64_t)*handle, dev, (uint64_t)(uintptr_t)rec);
     return r;
 }
@@ -94,7 +98,8 @@ TR_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
     tr_guard++;
     CUresult r = REAL_FN(cuMemRelease)(handle);
     tr_guard--;
-    if (rec && r != CUDA_SUCCESS) tr_track_put(TR_K_VMM, (uint64_t)handle, dev, v);
+    if (rec && (r != CUDA_SUCCESS || --rec->refs > 0))
+        tr_track_put(TR_K_VMM, (uint64_t)handle, dev, v); /* refused, or retained elsewhere */
     else if (rec && rec->maps) rec->released = 1; /* still mapped: still on the card */
     else if (rec) rec_drop(rec);
     pthread_mutex_unlock(&vmm_mu);
@@ -138,6 +143,29 @@ TR_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
         vmm_rec_t *rec = maps[i].rec;
         maps[i] = maps[--nmaps];
         if (--rec->maps == 0 && rec->released) rec_drop(rec);
+    }
+    pthread_mutex_unlock(&vmm_mu);
+    return r;
+}
+
+TR_EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr) {
+    tr_resolve(); /* an older driver may lack it */
+    if (!tr_real[TR_cuMemRetainAllocationHandle]) return CUDA_ERROR_NOT_FOUND;
+    MEM_ENTER(cuMemRetainAllocationHandle, handle, addr);
+    pthread_mutex_lock(&vmm_mu);
+    tr_guard++;
+    CUresult r = REAL_FN(cuMemRetainAllocationHandle)(handle, addr);
+    tr_guard--;
+    vmm_rec_t *rec = NULL;
+    CUdeviceptr a = (CUdeviceptr)(uintptr_t)addr;
+    for (size_t i = 0; r == CUDA_SUCCESS && i < nmaps && !rec; i++)
+        if (a >= maps[i].va && a - maps[i].va < maps[i].size) rec = maps[i].rec;
+    if (rec) {
+        if (rec->released) { /* released while mapped: a handle of it is held again */
+            rec->released = 0;
+            tr_track_put(TR_K_VMM, (uint64_t)*handle, rec->dev, (uint64_t)(uintptr_t)rec);
+        }
+        rec->refs++;
     }
     pthread_mutex_unlock(&vmm_mu);
     return r;

@@ -224,6 +224,24 @@ int main(int argc, char **argv) {
         RECORD(cuMemAlloc_v2(&p, 32 * MiB)); /* now it is gone */
         CHECK(cuMemFree_v2(p));
         CHECK(cuMemAddressFree(va, 32 * MiB));
+    } else if (!strcmp(what, "vmmretain")) {
+        /* Retain the handle of a mapped address, release the original, unmap: the retained
+         * handle still holds the memory (issue #27, item 7). */
+        CUmemAllocationProp prop = vmm_prop(CU_MEM_LOCATION_TYPE_DEVICE, dev);
+        CUmemGenericAllocationHandle h, again;
+        CUdeviceptr va, p;
+        CHECK(cuMemCreate(&h, 32 * MiB, &prop, 0));
+        CHECK(cuMemAddressReserve(&va, 32 * MiB, 0, 0, 0));
+        CHECK(cuMemMap(va, 32 * MiB, 0, h, 0));
+        CHECK(cuMemRetainAllocationHandle(&again, (void *)(uintptr_t)va));
+        CHECK(cuMemRelease(h));
+        CHECK(cuMemUnmap(va, 32 * MiB));
+        RECORD(cuMemAlloc_v2(&p, 48 * MiB)); /* 32 MiB still held: over the slice */
+        printf("retained_phys0=%lld\n", nvml_process_bytes(0));
+        CHECK(cuMemRelease(again));
+        RECORD(cuMemAlloc_v2(&p, 48 * MiB)); /* now it is gone */
+        CHECK(cuMemFree_v2(p));
+        CHECK(cuMemAddressFree(va, 32 * MiB));
     } else if (!strcmp(what, "graphupload")) {
         upload_fn upload = (upload_fn)entry("cuGraphUpload", "cuGraphUpload", 11010, (void *)&cuGraphUpload);
         with_params_fn with = (with_params_fn)entry("cuGraphInstantiateWithParams",

@@ -18,6 +18,7 @@ timeout with the real time; never an internal address, an exception text or a po
 from __future__ import annotations
 
 import contextlib
+import http.client
 import ipaddress
 import socket
 import ssl
@@ -196,7 +197,7 @@ class Client:
             raise OutboundError(
                 f"{target.host} did not offer a valid TLS certificate for its name"
             ) from None
-        except (OSError, urllib3.exceptions.HTTPError, ValueError):
+        except (OSError, urllib3.exceptions.HTTPError, http.client.HTTPException, ValueError):
             self.check_deadline()
             raise OutboundError(f"{target.host} cannot be reached") from None
 
@@ -243,7 +244,7 @@ class Client:
                 chunks.append(chunk)
                 if size > limit:
                     raise OutboundError(f"{what} is larger than {limit // 1024} KiB")
-        except (OSError, urllib3.exceptions.HTTPError) as exc:
+        except (OSError, urllib3.exceptions.HTTPError, http.client.HTTPException) as exc:
             self.check_deadline()
             raise OutboundError(f"{what} was cut off") from exc
         self.check_deadline()

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import http.client
 import json
 import re
 import tarfile
@@ -29,6 +30,8 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
+
+import urllib3
 
 from portal.preflight.facts import ImageFacts
 from portal.preflight.fatbin import FatbinStream, GpuCode, is_elf
@@ -271,7 +274,7 @@ class LayerStream:
         self.client.http.check_deadline()
         try:
             chunk = self.resp.read(READ_STEP)
-        except OSError as exc:
+        except (OSError, urllib3.exceptions.HTTPError, http.client.HTTPException) as exc:
             self.client.http.check_deadline()
             raise OutboundError("the registry cut a layer off") from exc
         self.client.http.check_deadline()

@@ -59,7 +59,8 @@ def _release_db() -> None:
     """Hand this request's connections back to the pool: what follows waits on the network
     (API server, registry via the worker), and the pool is shared by every tenant's pages."""
     for conn in connections.all(initialized_only=True):
-        conn.close()
+        if not conn.in_atomic_block:  # a caller's transaction (a test's) keeps its connection
+            conn.close()
 
 
 def _image_facts(found: dict[str, Any]) -> ImageFacts:
@@ -70,10 +71,9 @@ def scan_in_worker(images: list[str], slot: limits.Slot, deadline: float) -> dic
     """Scan `images` in the pre-flight worker; wait for each result until `deadline` (a
     time.monotonic() value). An image not done by then says so; the worker finishes it (and
     caches it) within its own per-image deadline and then frees the slot."""
-    call_id = uuid.uuid4().hex
-    key = tasks.result_key(call_id)
+    key = f"{settings.PREFLIGHT_KEY_PREFIX}:result:{uuid.uuid4().hex}"
     tasks.scan_images.apply_async(
-        (call_id, images, slot.as_list()), queue=settings.PREFLIGHT_QUEUE,
+        (key, images, slot.as_list()), queue=settings.PREFLIGHT_QUEUE,
         expires=settings.PREFLIGHT_CALL_DEADLINE_SECONDS,
     )  # fmt: skip
     found: dict[str, ImageFacts] = {}

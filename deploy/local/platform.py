@@ -180,7 +180,7 @@ def run() -> None:
     url = f"http://127.0.0.1:{_port()}"
     if not supervisor.wait_until(lambda: _portal_healthy(url), 60, 0.25):
         raise PlatformError(f"the portal did not answer {url}/healthz; see {state}/logs/portal.log")
-    print(f"database connections: at most {pool_total()} (pools of portal, worker, beat, watcher, preflight)")
+    print(f"database connections: at most {pool_total()} (pools of each supervised process)")
     print(f"\nTranche portal: {url}/   (readiness: {url}/readyz, admin: {url}/admin/)")
     print(f"Tenants' kubeconfig: {url}/access/   (log in as a tenant, 'Download kubeconfig')")
     print("Stop everything with: make stop")

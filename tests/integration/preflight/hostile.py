@@ -16,12 +16,12 @@ import urllib3
 
 
 @contextmanager
-def silent_listener() -> Iterator[str]:
-    """Accepts connections and never answers; yields host:port."""
+def silent_listener(held: list[socket.socket] | None = None) -> Iterator[str]:
+    """Accepts connections (appended to `held`) and never answers; yields host:port."""
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
     server.listen(64)
-    held: list[socket.socket] = []
+    held = [] if held is None else held
     stop = threading.Event()
 
     def accept() -> None:

@@ -27,6 +27,7 @@ from portal.preflight.models import ImageScan
 from portal.preflight.scanning import scan_image
 from portal.preflight.tokens import create_token
 from tests.helpers.factories import make_tenant
+from tests.helpers.wait import wait_for
 from tests.integration.preflight.hostile import (
     drip_sender,
     forward,
@@ -103,7 +104,8 @@ def test_calls_waiting_on_a_silent_registry_hold_no_database_connection(
     held = lambda: pool.get_stats()["pool_size"] - pool.get_stats()["pool_available"]  # noqa: E731
     baseline = held()
     answers: list[tuple[float, dict]] = []
-    with silent_listener() as host:
+    accepted: list = []
+    with silent_listener(accepted) as host:
         images = [f"{host}/x/y{i}:1" for i in range(3)]
 
         def call() -> None:
@@ -114,8 +116,9 @@ def test_calls_waiting_on_a_silent_registry_hold_no_database_connection(
         threads = [threading.Thread(target=call) for _ in range(4)]
         for thread in threads:
             thread.start()
-        time.sleep(0.5)  # let every call reach its wait (no polling target: it must stay 0)
-        during = [held() for _ in range(20) if not time.sleep(0.05)]
+        # every call is waiting once the worker's first read of each reached the registry
+        wait_for(lambda: len(accepted) >= 4, 10, "each call's scan to reach the silent registry")
+        during = [held() for _ in range(20) if not time.sleep(0.05)]  # samples over 1 s
         for thread in threads:
             thread.join(10)
     assert max(during) <= baseline, (baseline, during)

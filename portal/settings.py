@@ -221,13 +221,31 @@ CLUSTER_API_SERVER = env_str("TRANCHE_CLUSTER_API_SERVER", "")
 CLUSTER_CA_FILE = env_str("TRANCHE_CLUSTER_CA_FILE", "")
 CLUSTER_NAME = env_str("TRANCHE_CLUSTER_NAME", "tranche")
 
-# Pre-flight image reads: a docker config.json with registry logins, registries spoken to over
-# plain HTTP (loopback test registries only), and the per-image bounds (docs/preflight.md).
+# Pre-flight (docs/preflight.md): untrusted work a tenant starts. Image reads: a docker
+# config.json with registry logins; registries spoken to over plain HTTP; hosts whose addresses
+# may be non-public (an internal registry; `make run` lists its sample registry); token services
+# besides a registry's own host; the cluster's service and pod ranges (refused like private
+# ones); bounds per layer and image; the wall-clock deadlines of one image (worker) and of one
+# call (what the web waits); limits per user and organisation; the worker's queue.
 PREFLIGHT_PULL_SECRET = env_str("TRANCHE_PREFLIGHT_PULL_SECRET", "")
 PREFLIGHT_PLAIN_HTTP_REGISTRIES = env_list("TRANCHE_PREFLIGHT_PLAIN_HTTP_REGISTRIES", [])
+PREFLIGHT_ALLOWED_REGISTRIES = env_list("TRANCHE_PREFLIGHT_ALLOWED_REGISTRIES", [])
+PREFLIGHT_TOKEN_REALMS = env_list("TRANCHE_PREFLIGHT_TOKEN_REALMS", ["auth.docker.io"])
+PREFLIGHT_BLOCKED_NETWORKS = env_list("TRANCHE_PREFLIGHT_BLOCKED_NETWORKS", [])
 PREFLIGHT_IMAGE_MAX_BYTES = env_int("TRANCHE_PREFLIGHT_IMAGE_MAX_BYTES", 4 * 1024**3, minimum=1)
+PREFLIGHT_LAYER_MAX_BYTES = env_int("TRANCHE_PREFLIGHT_LAYER_MAX_BYTES", 2 * 1024**3, minimum=1)
 PREFLIGHT_REGISTRY_TIMEOUT_SECONDS = env_int("TRANCHE_PREFLIGHT_REGISTRY_TIMEOUT", 10, minimum=1)
-# Off where images must not be fetched (tests of other checks on a networked CI machine).
+PREFLIGHT_IMAGE_DEADLINE_SECONDS = env_int("TRANCHE_PREFLIGHT_IMAGE_DEADLINE", 120, minimum=1)
+PREFLIGHT_CALL_DEADLINE_SECONDS = env_int("TRANCHE_PREFLIGHT_CALL_DEADLINE", 20, minimum=1)
+PREFLIGHT_MAX_IMAGES = env_int("TRANCHE_PREFLIGHT_MAX_IMAGES", 10, minimum=1)
+PREFLIGHT_USER_CONCURRENCY = env_int("TRANCHE_PREFLIGHT_USER_CONCURRENCY", 2, minimum=1)
+PREFLIGHT_ORG_CONCURRENCY = env_int("TRANCHE_PREFLIGHT_ORG_CONCURRENCY", 4, minimum=1)
+PREFLIGHT_USER_PER_MINUTE = env_int("TRANCHE_PREFLIGHT_USER_PER_MINUTE", 20, minimum=1)
+PREFLIGHT_ORG_PER_MINUTE = env_int("TRANCHE_PREFLIGHT_ORG_PER_MINUTE", 60, minimum=1)
+PREFLIGHT_QUEUE = env_str("TRANCHE_PREFLIGHT_QUEUE", "tranche-preflight")
+PREFLIGHT_KEY_PREFIX = env_str("TRANCHE_PREFLIGHT_KEY_PREFIX", "") or (
+    env_str("TRANCHE_CHANNELS_PREFIX", "tranche") + ":preflight"
+)
 PREFLIGHT_SCAN_IMAGES = env_bool("TRANCHE_PREFLIGHT_SCAN_IMAGES", True)
 
 AUTH_PASSWORD_VALIDATORS = [

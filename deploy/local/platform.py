@@ -40,8 +40,11 @@ def _env() -> dict[str, str]:
 
 # Database connections each process's pool may hold (TRANCHE_DB_POOL_MAX_SIZE; the formula is in
 # portal/settings.py). Worker: per prefork child and the parent, so 3 x 2 with concurrency 2.
-POOL_SIZES = {"portal": 20, "worker": 2, "beat": 2, "watcher": 2}
+# The pre-flight worker's threads share one pool: each holds a connection only around its two
+# short cache queries, never across a registry's network I/O (portal/preflight/scanning.py).
+POOL_SIZES = {"portal": 20, "worker": 2, "beat": 2, "watcher": 2, "preflight": 2}
 WORKER_CONCURRENCY = 2
+PREFLIGHT_THREADS = 8  # image scans wait on registries; threads, not processes
 
 
 def pool_total() -> int:
@@ -51,6 +54,7 @@ def pool_total() -> int:
         + (WORKER_CONCURRENCY + 1) * POOL_SIZES["worker"]
         + POOL_SIZES["beat"]
         + POOL_SIZES["watcher"]
+        + POOL_SIZES["preflight"]
     )
 
 
@@ -79,6 +83,15 @@ def processes() -> dict[str, list[str]]:
             os.environ.get("TRANCHE_CELERY_QUEUE", "tranche"),
             name="worker@%h",
             concurrency=WORKER_CONCURRENCY,
+            celery=[str(VENV_BIN / "celery")],
+        ),
+        # Pre-flight's image scans: untrusted work on its own queue, so a tenant's silent
+        # registry never delays a reconcile (docs/preflight.md).
+        "preflight": worker_argv(
+            os.environ.get("TRANCHE_PREFLIGHT_QUEUE", "tranche-preflight"),
+            name="preflight@%h",
+            concurrency=PREFLIGHT_THREADS,
+            pool="threads",
             celery=[str(VENV_BIN / "celery")],
         ),
         "beat": [
@@ -167,7 +180,7 @@ def run() -> None:
     url = f"http://127.0.0.1:{_port()}"
     if not supervisor.wait_until(lambda: _portal_healthy(url), 60, 0.25):
         raise PlatformError(f"the portal did not answer {url}/healthz; see {state}/logs/portal.log")
-    print(f"database connections: at most {pool_total()} (pools of portal, worker, beat, watcher)")
+    print(f"database connections: at most {pool_total()} (pools of each supervised process)")
     print(f"\nTranche portal: {url}/   (readiness: {url}/readyz, admin: {url}/admin/)")
     print(f"Tenants' kubeconfig: {url}/access/   (log in as a tenant, 'Download kubeconfig')")
     print("Stop everything with: make stop")

@@ -2,7 +2,7 @@
 
 Each check takes `Facts` and returns verdicts; none reads the cluster, the registry or the
 database, so the whole table is unit-tested (tests/unit/portal/test_preflight_checks.py).
-The seed's lints (RAM, context, volume, tag) live in `lints.py`; `run_checks` runs both.
+The lints (RAM, context, volume, tag) live in `lints.py`; `run_checks` runs both.
 """
 
 from __future__ import annotations

@@ -120,3 +120,140 @@ def gpu_code_of(data: bytes) -> GpuCode:
         off, size = section
         return scan_containers(data, off, off + size)
     return scan_containers(data)
+
+
+TAIL_BYTES = 1 << 20  # the end of a file, where `.shstrtab` lies just before the section table
+MAX_SECTION_TABLE = 65535 * 64
+
+
+class FatbinStream:
+    """The same answer as `gpu_code_of`, from an ELF file fed in order in chunks, in bounded
+    memory: a 256 MiB member of a layer once cost 582 MB for one scan (#28).
+
+    Containers are found by their magic as the bytes pass and their entry headers read as they
+    arrive (payloads are skipped, never kept). The section header table is copied as it passes
+    and the last TAIL_BYTES kept, so at the end the containers inside `.nv_fatbin` are chosen
+    when the section names can be read; otherwise every container counts (as `gpu_code_of`
+    does for a file without that section). Memory: the chunk, the tail and the section table."""
+
+    def __init__(self) -> None:
+        self.base = 0  # absolute offset of buf[0]
+        self.buf = b""
+        self.offset = 0  # bytes fed so far
+        self.cursor = 0  # where the magic search resumes
+        self.entry: int | None = None  # next entry header of the open container
+        self.start = 0
+        self.stop = 0
+        self.found: list[tuple[int, GpuCode]] = []
+        self.head = b""
+        self.sht = b""
+        self.tail = b""
+        self.layout: tuple[bool, str, int, int, int, int] | None = None
+
+    def feed(self, chunk: bytes) -> None:
+        if len(self.head) < 64:
+            self.head += chunk[: 64 - len(self.head)]
+            if len(self.head) == 64:
+                self.layout = _layout(self.head)
+        if self.layout is not None:
+            _, _, shoff, shentsize, shnum, _ = self.layout
+            lo = max(shoff, self.offset)
+            hi = min(shoff + shentsize * shnum, self.offset + len(chunk))
+            if lo < hi and shentsize * shnum <= MAX_SECTION_TABLE:
+                self.sht += chunk[lo - self.offset : hi - self.offset]
+        self.tail = (self.tail + chunk)[-TAIL_BYTES:]
+        self.buf += chunk
+        self.offset += len(chunk)
+        self._advance()
+        keep = min(self.entry if self.entry is not None else self.cursor, self.offset)
+        if keep > self.base:
+            self.buf, self.base = self.buf[keep - self.base :], keep
+
+    def _close(self, code: GpuCode) -> None:
+        self.found.append((self.start, code))
+        self.cursor, self.entry = max(self.stop, self.start + 4), None
+
+    def _advance(self) -> None:
+        code = self.found.pop()[1] if self.entry is not None else GpuCode()
+        while len(self.found) < MAX_CONTAINERS:
+            if self.entry is not None:
+                if self.entry + ENTRY_MIN_HEADER > self.stop:
+                    self._close(code)
+                    continue
+                if self.entry + ENTRY_MIN_HEADER > self.offset:
+                    break  # wait for the entry header to arrive
+                at = self.entry - self.base
+                kind, _u, entry_header, entry_size = struct.unpack_from("<HHIQ", self.buf, at)
+                (arch,) = struct.unpack_from("<I", self.buf, at + 28)
+                if entry_header < ENTRY_MIN_HEADER or kind not in (KIND_PTX, KIND_SASS, 4):
+                    self._close(code)
+                    continue
+                if 10 <= arch < 1000:
+                    (code.ptx if kind == KIND_PTX else code.sass).add(arch)
+                self.entry += entry_header + entry_size
+                continue
+            at = self.buf.find(FATBIN_MAGIC_BYTES, max(self.cursor - self.base, 0))
+            if at < 0:
+                self.cursor = max(self.cursor, self.offset - 3)
+                break
+            self.cursor = self.base + at
+            if self.cursor + 16 > self.offset:
+                break
+            _magic, _version, header_size, payload = struct.unpack_from("<IHHQ", self.buf, at)
+            if header_size < 16:
+                self.cursor += 4
+                continue
+            self.start, code = self.cursor, GpuCode()
+            self.entry, self.stop = self.start + header_size, self.start + header_size + payload
+        if self.entry is not None:
+            self.found.append((self.start, code))  # still open: kept until more bytes arrive
+
+    def result(self) -> GpuCode:
+        """What the file carries: the containers in `.nv_fatbin` if known, else all of them."""
+        section = self._fatbin_section()
+        code = GpuCode()
+        for start, found in self.found:
+            if section is None or section[0] <= start < section[0] + section[1]:
+                code.update(found)
+        return code
+
+    def _fatbin_section(self) -> tuple[int, int] | None:
+        if self.layout is None:
+            return None
+        is64, end, _shoff, shentsize, shnum, shstrndx = self.layout
+        if len(self.sht) != shentsize * shnum or shstrndx >= shnum:
+            return None
+        fmt = end + ("IIQQQQ" if is64 else "IIIIII")
+        try:
+            headers = [
+                (h[0], h[4], h[5])
+                for h in (struct.unpack_from(fmt, self.sht, i * shentsize) for i in range(shnum))
+            ]
+        except struct.error:
+            return None
+        _, str_off, str_size = headers[shstrndx]
+        tail_start = self.offset - len(self.tail)
+        if str_off < tail_start or str_off + str_size > self.offset:
+            return None
+        names = self.tail[str_off - tail_start : str_off - tail_start + str_size]
+        for name_off, off, size in headers:
+            stop = names.find(b"\0", name_off)
+            if stop >= 0 and names[name_off:stop] == b".nv_fatbin" and off + size <= self.offset:
+                return off, size
+        return None
+
+
+def _layout(head: bytes) -> tuple[bool, str, int, int, int, int] | None:
+    """(is64, byte order, section table offset, entry size, count, names index) of an ELF."""
+    if not is_elf(head):
+        return None
+    is64, end = head[4] == 2, "<" if head[5] == 1 else ">"
+    if is64:
+        (shoff,) = struct.unpack_from(end + "Q", head, 0x28)
+        shentsize, shnum, shstrndx = struct.unpack_from(end + "HHH", head, 0x3A)
+    else:
+        (shoff,) = struct.unpack_from(end + "I", head, 0x20)
+        shentsize, shnum, shstrndx = struct.unpack_from(end + "HHH", head, 0x2E)
+    if shentsize < (64 if is64 else 40):
+        return None
+    return is64, end, shoff, shentsize, shnum, shstrndx

@@ -9,9 +9,12 @@ project's namespace, whatever namespace the manifest names.
 from __future__ import annotations
 
 import json
-from collections import defaultdict
+import threading
+import time
+from collections import OrderedDict, defaultdict
 from decimal import Decimal
 from typing import Any
+from urllib.parse import quote
 
 from portal.preflight.facts import AdmissionResult, CapacityFacts, ProductFacts, QuotaFacts
 from portal.preflight.kube import ClusterUnavailableError, Identity, Response, request
@@ -21,7 +24,61 @@ DRIVER = "gpu.tranche.dev"
 QUOTA_NAME = "tranche-quota"
 FIELD_MANAGER = "tranche-preflight"
 
-_RESOURCES: dict[str, dict[str, tuple[str, bool]]] = {}
+DISCOVERY_TTL_S = 300.0
+MAX_GROUP_VERSIONS = 512  # the served group/versions of a cluster number ~30-60
+
+
+class _Discovery:
+    """What the API server serves, asked before any request is built from a tenant's
+    `apiVersion` (it once became a request path sent with the portal's identity, #28).
+
+    Bounded: the served group/version list (`GET /api`, `GET /apis`) is refreshed every
+    DISCOVERY_TTL_S; resources are cached only for group/versions in that list, at most
+    MAX_GROUP_VERSIONS, oldest first out. A version the cluster does not serve costs no request.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.served: frozenset[str] = frozenset()
+        self.served_at = -DISCOVERY_TTL_S
+        self.resources: OrderedDict[str, tuple[float, dict[str, tuple[str, bool]]]] = OrderedDict()
+
+    def _served(self, api: Any) -> frozenset[str]:
+        if time.monotonic() - self.served_at < DISCOVERY_TTL_S:
+            return self.served
+        core = _read(api, "/api", "the API server's discovery") or {}
+        groups = _read(api, "/apis", "the API server's discovery") or {}
+        served = {str(v) for v in core.get("versions") or []}
+        for group in groups.get("groups") or []:
+            served |= {str(v.get("groupVersion")) for v in group.get("versions") or []}
+        with self.lock:
+            self.served, self.served_at = frozenset(served), time.monotonic()
+        return self.served
+
+    def resource_of(self, api: Any, api_version: str, kind: str) -> tuple[str, bool] | None:
+        if api_version not in self._served(api):
+            return None
+        with self.lock:
+            hit = self.resources.get(api_version)
+        if hit is None or time.monotonic() - hit[0] > DISCOVERY_TTL_S:
+            found = request(api, "GET", _group_path(api_version))
+            if found.status != 200:
+                return None
+            kinds = {
+                str(r["kind"]): (str(r["name"]), bool(r.get("namespaced")))
+                for r in found.body.get("resources", [])
+                if "/" not in r.get("name", "") and "kind" in r
+            }
+            hit = (time.monotonic(), kinds)
+            with self.lock:
+                self.resources[api_version] = hit
+                self.resources.move_to_end(api_version)
+                while len(self.resources) > MAX_GROUP_VERSIONS:
+                    self.resources.popitem(last=False)
+        return hit[1].get(kind)
+
+
+DISCOVERY = _Discovery()
 
 
 def _group_path(api_version: str) -> str:
@@ -29,17 +86,8 @@ def _group_path(api_version: str) -> str:
 
 
 def resource_of(api: Any, api_version: str, kind: str) -> tuple[str, bool] | None:
-    """(plural, namespaced) of a kind from the API server's discovery, cached per process."""
-    if api_version not in _RESOURCES:
-        found = request(api, "GET", _group_path(api_version))
-        if found.status != 200:
-            return None
-        _RESOURCES[api_version] = {
-            r["kind"]: (r["name"], bool(r.get("namespaced")))
-            for r in found.body.get("resources", [])
-            if "/" not in r.get("name", "")
-        }
-    return _RESOURCES[api_version].get(kind)
+    """(plural, namespaced) of a kind the API server serves, else None (nothing requested)."""
+    return DISCOVERY.resource_of(api, api_version, kind)
 
 
 def dry_run(api: Any, namespace: str, obj: dict[str, Any], identity: Identity) -> AdmissionResult:
@@ -58,11 +106,11 @@ def dry_run(api: Any, namespace: str, obj: dict[str, Any], identity: Identity) -
     path = (
         _group_path(api_version)
         + (f"/namespaces/{namespace}" if namespaced else "")
-        + f"/{plural}/{obj['metadata']['name']}"
+        + f"/{quote(plural, safe='')}/{quote(str(obj['metadata']['name']), safe=':@')}"
     )
     query = [("dryRun", "All"), ("fieldManager", FIELD_MANAGER), ("force", "true")]
     resp = request(
-        api, "PATCH", path, query=query, body=json.dumps(body), identity=identity,
+        api, "PATCH", path, query=query, body=json.dumps(body, default=str), identity=identity,
         content_type="application/apply-patch+yaml",
     )  # fmt: skip
     if resp.status < 400:

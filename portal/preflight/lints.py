@@ -1,4 +1,4 @@
-"""Lints from the seed's lessons, each citing the number it rests on.
+"""Lints from what cost tenants time before (RAM, context, volume, tag), each citing its figure.
 
 1. Container RAM limit vs the model it loads: Ollama and vLLM read the weights through host
    memory, so a 512 MiB limit with a 4 GiB model is OOMKilled (exit 137) while loading.
@@ -85,14 +85,39 @@ def _model_mib(pod: PodTemplate, container: dict[str, Any]) -> int | None:
     return known.weights_mib if known else None
 
 
+# Below this a model server cannot load even a small model (its runtime and the first weights
+# pass through the container's memory); used when the model is not known.
+INFERENCE_RAM_FLOOR_MIB = 2048
+INFERENCE_SERVERS = ("ollama", "vllm", "text-generation-inference", "llama.cpp", "llama-cpp")
+
+
+def _ram_floor(subject: str, limit_mib: int) -> Verdict | None:
+    if limit_mib >= INFERENCE_RAM_FLOOR_MIB:
+        return None
+    return warning(
+        "ram_limit", subject,
+        f"The container's RAM limit ({limit_mib} MiB) is below {INFERENCE_RAM_FLOOR_MIB} MiB, "
+        "too little for a model server to load a model: it is killed for memory (OOMKilled, "
+        "exit code 137) while loading. The GPU slice is not the container's RAM.",
+        "Set resources.limits.memory to the model's size plus 1 GiB, or annotate the pod with "
+        f"{ANNOTATION_MODEL_SIZE} so pre-flight can check it.",
+        ram_limit_mib=limit_mib, floor_mib=INFERENCE_RAM_FLOOR_MIB,
+    )  # fmt: skip
+
+
 def lint_ram(pod: PodTemplate, c: dict[str, Any]) -> Verdict | None:
     limit = ((c.get("resources") or {}).get("limits") or {}).get("memory")
     model_mib = _model_mib(pod, c)
-    if limit is None or model_mib is None:
+    if limit is None:
         return None
     try:
         limit_mib = mib(parse_quantity(limit))
     except ManifestError:
+        return None
+    if model_mib is None:
+        image = str(c.get("image", "")).lower()
+        if any(server in image for server in INFERENCE_SERVERS):
+            return _ram_floor(f"{pod.owner} container {c.get('name')}", limit_mib)
         return None
     subject = f"{pod.owner} container {c.get('name')}"
     figures = {"ram_limit_mib": limit_mib, "model_mib": model_mib}
@@ -100,9 +125,9 @@ def lint_ram(pod: PodTemplate, c: dict[str, Any]) -> Verdict | None:
         return warning(
             "ram_limit", subject,
             f"The container's RAM limit ({limit_mib} MiB) is below the model it loads "
-            f"({model_mib} MiB): loading goes through host memory, and the seed's first load "
-            "was OOMKilled (exit 137) at a 512 MiB limit. The GPU slice is not the container's "
-            "RAM.",
+            f"({model_mib} MiB): the model is read through the container's memory on its way to "
+            "the GPU, so the server is killed for memory (OOMKilled, exit code 137) while "
+            "loading. The GPU slice is not the container's RAM.",
             f"Set resources.limits.memory to at least {model_mib + 1024} MiB "
             "(the model plus 1 GiB for the server).", **figures,
         )  # fmt: skip
@@ -132,7 +157,8 @@ def lint_context(pod: PodTemplate, c: dict[str, Any], slice_mib: int | None) -> 
         return warning(
             "context_length", subject,
             f"OLLAMA_CONTEXT_LENGTH is not set: Ollama keeps {OLLAMA_DEFAULT_CONTEXT} tokens and "
-            "silently cuts longer prompts (the seed's agent sent about 14,700).",
+            "silently cuts longer prompts (an agent's prompt with its tool descriptions is often "
+            "14,000 or more).",
             "Set OLLAMA_CONTEXT_LENGTH to what your prompts need, e.g. 16384.",
             context_tokens=OLLAMA_DEFAULT_CONTEXT,
         )  # fmt: skip

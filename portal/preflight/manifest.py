@@ -1,11 +1,18 @@
 """Reading a tenant's manifest: bounded multi-document YAML in, plain objects and pod specs out.
 
-Pure (no Django, no cluster). Only `yaml.safe_load_all`: no tags that build Python objects. The
-size bound is checked on the bytes before parsing, so a 5 MB paste is refused without work.
+Pure (no Django, no cluster). Only the safe loader: no tags that build Python objects. The input
+is untrusted work, so every bound is checked before the cost it prevents: the size on the bytes
+before parsing (a 5 MB paste is refused without work); nodes are counted as the composer meets
+them, an alias as the size it expands to, and capped (a 523-byte alias bomb expanded to
+gigabytes when serialised, #28); nesting depth is capped before parsing and while composing
+(5,000 nested `[` was a RecursionError, a 500); the objects' JSON size is capped after loading.
+`apiVersion`, `kind` and `metadata.name` must look like Kubernetes names, because they become
+the path of a request (`gather.dry_run`).
 """
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
@@ -15,6 +22,13 @@ import yaml
 
 MAX_MANIFEST_BYTES = 1024 * 1024
 MAX_OBJECTS = 100
+MAX_DEPTH = 64  # Kubernetes objects nest ~15 deep; PyYAML's composer recurses per level
+MAX_NODES = 200_000  # expanded; a 1 MiB manifest of real objects has ~50,000
+MAX_SERIALISED_BYTES = 2 * 1024 * 1024
+API_VERSION = re.compile(r"v1|[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/v[0-9]+((alpha|beta)[0-9]+)?")
+KIND = re.compile(r"[A-Za-z][A-Za-z0-9]{0,62}")
+# What an object name may hold in a request path: no `/`, `?`, `#`, `%` or `..` segments.
+NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9:._@]{0,251}[A-Za-z0-9])?")
 
 # kind -> path from the object to its pod spec
 POD_SPEC_PATHS: dict[str, tuple[str, ...]] = {
@@ -32,6 +46,106 @@ class ManifestError(ValueError):
     """The manifest cannot be read; the message says what to change."""
 
 
+class _BoundedLoader(yaml.SafeLoader):
+    """The safe loader, counting nodes as they would be after aliases are expanded, and capping
+    that count and the nesting depth as it composes (the pure-Python composer: the C one cannot
+    be bounded, and 1 MiB is fast enough). Aliases stay allowed (PyYAML and other tools write
+    them for repeated values), but a 523-byte bomb of 10^7 expanded nodes stops at the cap."""
+
+    depth = 0
+    nodes = 0
+
+    def _expanded(self, node: yaml.Node, sizes: dict[int, int]) -> int:
+        if id(node) not in sizes:
+            children: list[Any] = []
+            if isinstance(node, yaml.SequenceNode):
+                children = node.value
+            elif isinstance(node, yaml.MappingNode):
+                children = [part for pair in node.value for part in pair]
+            sizes[id(node)] = 1 + sum(self._expanded(child, sizes) for child in children)
+        return sizes[id(node)]
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        event = self.peek_event()
+        line = event.start_mark.line + 1
+        if isinstance(event, yaml.AliasEvent) and event.anchor in self.anchors:
+            self.nodes += self._expanded(self.anchors[event.anchor], {})
+        else:
+            self.nodes += 1
+        if self.nodes > MAX_NODES:
+            raise ManifestError(
+                f"The manifest holds more than {MAX_NODES:,} values once its YAML aliases "
+                f"(*name) are expanded (at line {line}); pre-flight stops there, because a few "
+                "hundred bytes of aliases can stand for gigabytes. Write the values out, or "
+                "check the objects of one workload at a time."
+            )
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise ManifestError(
+                f"The manifest nests deeper than {MAX_DEPTH} levels at line {line}; no "
+                "Kubernetes object does. Check the brackets."
+            )
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
+
+
+_BRACKET = re.compile(r"[\[\]{}]")
+
+
+def _check_flow_depth(text: str) -> None:
+    """Refuse deep `[`/`{` nesting before parsing: PyYAML's scanner is quadratic in flow depth
+    (5,000 levels: 0.5 s; a 1 MiB paste of `[` would take hours). Brackets in strings count
+    too, which only matters past MAX_DEPTH unclosed ones."""
+    depth = 0
+    for match in _BRACKET.finditer(text):
+        depth = depth + 1 if match.group() in "[{" else max(0, depth - 1)
+        if depth > MAX_DEPTH:
+            line = text.count("\n", 0, match.start()) + 1
+            raise ManifestError(
+                f"The manifest nests deeper than {MAX_DEPTH} levels at line {line}; no "
+                "Kubernetes object does. Check the brackets."
+            )
+
+
+def _load(raw: bytes) -> list[Any]:
+    _check_flow_depth(raw.decode("utf-8"))
+    loader = _BoundedLoader(raw.decode("utf-8"))
+    try:
+        docs = []
+        while loader.check_data():
+            docs.append(loader.get_data())
+        return docs
+    finally:
+        loader.dispose()
+
+
+def _check_object(index: int, obj: Any) -> None:
+    if not isinstance(obj, dict) or not obj.get("kind") or not obj.get("apiVersion"):
+        raise ManifestError(
+            f"Document {index} is not a Kubernetes object (it needs apiVersion and kind)."
+        )
+    api_version, kind = obj["apiVersion"], obj["kind"]
+    if not isinstance(api_version, str) or not API_VERSION.fullmatch(api_version):
+        raise ManifestError(
+            f"Document {index}: apiVersion {str(api_version)[:80]!r} is not a Kubernetes API "
+            "version (v1, or group/version such as apps/v1). Fix it and check again."
+        )
+    if not isinstance(kind, str) or not KIND.fullmatch(kind):
+        raise ManifestError(
+            f"Document {index}: kind {str(kind)[:80]!r} is not a Kubernetes kind (e.g. Deployment)."
+        )
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
+        raise ManifestError(f"Document {index} ({kind}) has no metadata.name.")
+    if not NAME.fullmatch(meta["name"]):
+        raise ManifestError(
+            f"Document {index} ({kind}): metadata.name {meta['name'][:80]!r} is not a valid "
+            "object name (letters, digits, '-', '.', at most 253 characters)."
+        )
+
+
 def parse_manifest(text: str | bytes) -> list[dict[str, Any]]:
     """Every non-empty document, each a mapping with apiVersion, kind and metadata.name."""
     raw = text.encode() if isinstance(text, str) else text
@@ -42,7 +156,7 @@ def parse_manifest(text: str | bytes) -> list[dict[str, Any]]:
             "time."
         )
     try:
-        docs = list(yaml.safe_load_all(raw.decode("utf-8")))
+        docs = _load(raw)
     except UnicodeDecodeError as exc:
         raise ManifestError("The manifest is not UTF-8 text. Paste the YAML itself.") from exc
     except yaml.YAMLError as exc:
@@ -50,19 +164,27 @@ def parse_manifest(text: str | bytes) -> list[dict[str, Any]]:
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or "invalid YAML"
         raise ManifestError(f"The manifest is not valid YAML{where}: {problem}.") from exc
+    except ManifestError:
+        raise
+    except (ValueError, RecursionError) as exc:  # e.g. an integer of 5,000 digits
+        raise ManifestError(
+            "The manifest holds a value pre-flight cannot read (a number too long to be one?). "
+            "Fix it and check again."
+        ) from exc
     objects = [d for d in docs if d is not None]
     if not objects:
         raise ManifestError("The manifest is empty. Paste at least one Kubernetes object.")
     if len(objects) > MAX_OBJECTS:
         raise ManifestError(f"The manifest holds {len(objects)} objects; at most {MAX_OBJECTS}.")
     for index, obj in enumerate(objects, start=1):
-        if not isinstance(obj, dict) or not obj.get("kind") or not obj.get("apiVersion"):
-            raise ManifestError(
-                f"Document {index} is not a Kubernetes object (it needs apiVersion and kind)."
-            )
-        meta = obj.get("metadata")
-        if not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
-            raise ManifestError(f"Document {index} ({obj['kind']}) has no metadata.name.")
+        _check_object(index, obj)
+    # What the dry runs will send; dates and other non-JSON scalars are sent as text.
+    size = len(json.dumps(objects, default=str))
+    if size > MAX_SERIALISED_BYTES:
+        raise ManifestError(
+            f"The manifest's objects are {size / 1024 / 1024:.1f} MiB as JSON; pre-flight sends "
+            f"at most {MAX_SERIALISED_BYTES // 1024 // 1024} MiB. Check fewer objects at a time."
+        )
     return objects
 
 

@@ -1,27 +1,33 @@
-"""Running pre-flight for a project: gather facts (cluster, registry, cache), run the pure checks.
+"""Running pre-flight for a project (web process): gather facts, run the pure checks.
 
 Never raises for bad input or an unreachable dependency: a manifest that cannot be read is one
 `will_fail` verdict; a cluster or registry that does not answer makes its checks say
-"not checked" as warnings. Image scans are cached by digest (`ImageScan`).
+"not checked" as warnings. Only a limit raises (`limits.BusyError`, "try again in N s").
+Image scans run in the pre-flight worker (`tasks.scan_images`, queue PREFLIGHT_QUEUE); the web
+process waits for their results on Redis until the call's deadline, holding no database
+connection meanwhile.
 """
 
 from __future__ import annotations
 
 import json
+import time
+import uuid
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from django.conf import settings
+from django.db import connections
 
 from portal.access import cluster
 from portal.catalog.models import Product
-from portal.preflight import checks, gather, kube, registry
+from portal.preflight import checks, gather, kube, limits, tasks
 from portal.preflight.facts import Facts, ImageFacts, ProductFacts
 from portal.preflight.manifest import ManifestError, parse_manifest
-from portal.preflight.models import ImageScan
 from portal.preflight.verdicts import Level, Verdict, overall, warning, will_fail
 from portal.tenants.models import Project
+
+ANSWER_MARGIN_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -50,64 +56,51 @@ def product_facts() -> dict[str, ProductFacts]:
     }
 
 
-def _credentials() -> dict[str, tuple[str, str]]:
-    """Registry logins from the platform's docker config.json (a pull secret's content)."""
-    path = settings.PREFLIGHT_PULL_SECRET
-    if not path:
-        return {}
-    try:
-        auths = json.loads(Path(path).read_text()).get("auths", {})
-    except (OSError, ValueError):
-        return {}
-    out = {}
-    for host, entry in auths.items():
-        if entry.get("username"):
-            out[host] = (entry["username"], entry.get("password", ""))
-        elif entry.get("auth"):
-            import base64
-
-            user, _, password = base64.b64decode(entry["auth"]).decode().partition(":")
-            out[host] = (user, password)
-    return out
+def _release_db() -> None:
+    """Hand this request's connections back to the pool: what follows waits on the network
+    (API server, registry via the worker), and the pool is shared by every tenant's pages."""
+    for conn in connections.all(initialized_only=True):
+        if not conn.in_atomic_block:  # a caller's transaction (a test's) keeps its connection
+            conn.close()
 
 
-def _cached(digest: str) -> ImageFacts | None:
-    scan = ImageScan.objects.filter(digest=digest).first()
-    if scan is None:
-        return None
-    return ImageFacts(
-        image="", digest=digest, bound_reached=scan.bound_reached, bytes_read=scan.bytes_read,
-        gpu_files=tuple(scan.gpu_files), sass=tuple(scan.sass), ptx=tuple(scan.ptx),
+def _image_facts(found: dict[str, Any]) -> ImageFacts:
+    return ImageFacts(**{k: tuple(v) if isinstance(v, list) else v for k, v in found.items()})
+
+
+def scan_in_worker(images: list[str], slot: limits.Slot, deadline: float) -> dict[str, ImageFacts]:
+    """Scan `images` in the pre-flight worker; wait for each result until `deadline` (a
+    time.monotonic() value). An image not done by then says so; the worker finishes it (and
+    caches it) within its own per-image deadline and then frees the slot."""
+    key = f"{settings.PREFLIGHT_KEY_PREFIX}:result:{uuid.uuid4().hex}"
+    tasks.scan_images.apply_async(
+        (key, images, slot.as_list()), queue=settings.PREFLIGHT_QUEUE,
+        expires=settings.PREFLIGHT_CALL_DEADLINE_SECONDS,
     )  # fmt: skip
-
-
-def scan_image(image: str) -> ImageFacts:
-    """Scan (or recall by digest) one image; a finished scan is stored under its digest."""
-    limits = registry.Limits(
-        uncompressed_bytes=settings.PREFLIGHT_IMAGE_MAX_BYTES,
-        compressed_bytes=settings.PREFLIGHT_IMAGE_MAX_BYTES,
-        timeout_s=settings.PREFLIGHT_REGISTRY_TIMEOUT_SECONDS,
-    )
-    found = registry.scan_image(
-        image, limits, _credentials(), frozenset(settings.PREFLIGHT_PLAIN_HTTP_REGISTRIES), _cached
-    )
-    if found.digest and not found.error and not found.image:
-        return ImageFacts(**{**found.__dict__, "image": image})  # a cache hit
-    if found.digest and not found.error and not found.bound_reached:
-        ImageScan.objects.get_or_create(
-            digest=found.digest,
-            defaults={
-                "sass": list(found.sass), "ptx": list(found.ptx),
-                "gpu_files": list(found.gpu_files)[:200], "bytes_read": found.bytes_read,
-            },
-        )  # fmt: skip
+    found: dict[str, ImageFacts] = {}
+    redis = limits.client()
+    while len(found) < len(images) and (left := deadline - time.monotonic()) > 0:
+        popped = redis.blpop([key], timeout=max(0.05, min(left, 5.0)))
+        if popped is not None:
+            facts = _image_facts(json.loads(popped[1]))
+            found[facts.image] = facts
+    waited = settings.PREFLIGHT_CALL_DEADLINE_SECONDS
+    for image in images:
+        if image not in found:
+            found[image] = ImageFacts(
+                image=image,
+                error=f"Reading {image} did not finish within {waited:.0f} s, pre-flight's "
+                "limit for one call. It goes on in the background (a finished scan is kept): "
+                "check again in a minute.",
+            )
     return found
 
 
-def _cluster_facts(user: Any, project: Project, objects: list, products: dict) -> Facts:
+def _cluster_facts(
+    identity: kube.Identity, project: Project, objects: list, products: dict
+) -> Facts:
     """Quota, capacity, volumes and a dry run of every object, as the user."""
     with cluster.session() as api:
-        identity = kube.tenant_identity(user, project.namespace)
         return Facts(
             objects=objects,
             namespace=project.namespace,
@@ -122,27 +115,55 @@ def _cluster_facts(user: Any, project: Project, objects: list, products: dict) -
 def run_preflight(
     user: Any, project: Project, text: str | bytes, scan_images: bool = True
 ) -> Report:
-    """Every verdict for `text` applied in `project` by `user`."""
+    """Every verdict for `text` applied in `project` by `user`.
+
+    Raises `limits.BusyError` when the user or organisation has too many calls running or ran
+    too many this minute. The database is read first (products, the user's identity), then
+    released: the cluster calls and the image scans (in the worker) hold no connection."""
+    started = time.monotonic()
     try:
         objects = parse_manifest(text)
     except ManifestError as exc:
         return Report(
             [will_fail("manifest", "manifest", str(exc), "Fix the YAML and check again.")]
         )
-    products = product_facts()
-    facts = Facts(objects=objects, namespace=project.namespace, products=products)
-    extra: list[Verdict] = []
+    hold = settings.PREFLIGHT_CALL_DEADLINE_SECONDS + (
+        settings.PREFLIGHT_MAX_IMAGES * settings.PREFLIGHT_IMAGE_DEADLINE_SECONDS
+    )
+    slot = limits.acquire(user.pk, project.organization_id, hold)
+    dispatched = False
     try:
-        facts = _cluster_facts(user, project, objects, products)
-    except (kube.ClusterUnavailableError, cluster.ClusterUnavailableError) as exc:
-        extra.append(
-            warning(
-                "cluster", project.namespace,
-                f"Admission, quota and capacity were not checked: {exc}.",
-                "Try again in a minute; if it persists, tell your platform team.",
-            )
-        )  # fmt: skip
-    if scan_images and settings.PREFLIGHT_SCAN_IMAGES:
-        images = {image: scan_image(image) for image, _ in checks.image_product_pairs(facts)}
-        facts = Facts(**{**facts.__dict__, "images": images})
-    return Report(extra + checks.run_checks(facts))
+        # the whole call's answer time; the last moment is kept for the checks and the page
+        deadline = started + settings.PREFLIGHT_CALL_DEADLINE_SECONDS - ANSWER_MARGIN_S
+        products = product_facts()
+        identity = kube.tenant_identity(user, project.namespace)
+        _release_db()
+        facts = Facts(objects=objects, namespace=project.namespace, products=products)
+        extra: list[Verdict] = []
+        try:
+            facts = _cluster_facts(identity, project, objects, products)
+        except (kube.ClusterUnavailableError, cluster.ClusterUnavailableError) as exc:
+            extra.append(
+                warning(
+                    "cluster", project.namespace,
+                    f"Admission, quota and capacity were not checked: {exc}.",
+                    "Try again in a minute; if it persists, tell your platform team.",
+                )
+            )  # fmt: skip
+        if scan_images and settings.PREFLIGHT_SCAN_IMAGES:
+            images = list(dict.fromkeys(image for image, _ in checks.image_product_pairs(facts)))
+            scanned: dict[str, ImageFacts] = {}
+            for image in images[settings.PREFLIGHT_MAX_IMAGES :]:
+                scanned[image] = ImageFacts(
+                    image=image,
+                    error=f"The manifest names {len(images)} images; pre-flight reads at most "
+                    f"{settings.PREFLIGHT_MAX_IMAGES} per check. Check the rest separately.",
+                )
+            if images:
+                dispatched = True
+                scanned |= scan_in_worker(images[: settings.PREFLIGHT_MAX_IMAGES], slot, deadline)
+            facts = Facts(**{**facts.__dict__, "images": scanned})
+        return Report(extra + checks.run_checks(facts))
+    finally:
+        if not dispatched:
+            limits.release(slot)

@@ -18,6 +18,7 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
 from portal.preflight import tokens
+from portal.preflight.limits import BusyError
 from portal.preflight.manifest import MAX_MANIFEST_BYTES
 from portal.preflight.service import Report, run_preflight
 from portal.preflight.verdicts import will_fail
@@ -51,15 +52,19 @@ def _manifest_from_form(request: HttpRequest) -> tuple[str, Report | None]:
 def preflight_page(request: HttpRequest, project_id: int) -> HttpResponse:
     """Paste or upload a manifest, see per check a verdict, the reason and the fix."""
     project, _ = get_project(request.user, project_id)
-    text, report = "", None
+    text, report, busy = "", None, ""
     if request.method == "POST":
         text, report = _manifest_from_form(request)
         if report is None:
-            report = run_preflight(request.user, project, text)
+            try:
+                report = run_preflight(request.user, project, text)
+            except BusyError as exc:
+                busy = str(exc)
     context = {
         "project": project,
         "manifest": text,
         "report": report,
+        "busy": busy,
         "max_mib": MAX_MANIFEST_BYTES // 1024 // 1024,
         **nav_context(request, project),
     }
@@ -110,7 +115,12 @@ def preflight_api(request: HttpRequest, project_id: int) -> HttpResponse:
     text, refused = _api_manifest(request)
     if refused is not None:
         return refused
-    return JsonResponse(run_preflight(user, project, text).as_json())
+    try:
+        return JsonResponse(run_preflight(user, project, text).as_json())
+    except BusyError as exc:
+        resp = JsonResponse({"error": str(exc), "retry_after_s": exc.retry_after}, status=429)
+        resp["Retry-After"] = str(exc.retry_after)
+        return resp
 
 
 @login_required

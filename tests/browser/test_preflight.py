@@ -50,7 +50,7 @@ def test_paste_a_manifest_and_see_the_verdicts(new_page, transactional_db, setti
     expect(page.locator('[data-check="model_volume"]')).to_contain_text(
         "not on a persistent volume"
     )
-    expect(page.locator("[data-overall]")).to_have_text("WARNING")
+    expect(page.locator("[data-overall]")).to_have_text("! Warning")
     expect(page.get_by_label("Manifest")).to_have_value(re.compile("ollama/ollama:latest"))
 
 

@@ -111,7 +111,8 @@ def test_helm_install_brings_every_component_up(kube_cluster, chart_release) -> 
     status = helm(kube_cluster, "status", RELEASE, "-n", NAMESPACE).stdout
     assert "STATUS: deployed" in status
     deployments = {d.metadata.name: d for d in apps.list_namespaced_deployment(NAMESPACE).items}
-    assert set(deployments) == {f"{RELEASE}-{c}" for c in ("portal", "worker", "beat", "watcher")}
+    components = ("portal", "worker", "preflight", "beat", "watcher")
+    assert set(deployments) == {f"{RELEASE}-{c}" for c in components}
     for name, deployment in deployments.items():
         assert deployment.status.ready_replicas == deployment.spec.replicas, name
         pod = deployment.spec.template.spec
@@ -122,6 +123,9 @@ def test_helm_install_brings_every_component_up(kube_cluster, chart_release) -> 
     accounts = {n: d.spec.template.spec.service_account_name for n, d in deployments.items()}
     assert accounts[f"{RELEASE}-worker"] == "tranche-controller"
     assert accounts[f"{RELEASE}-watcher"] == "tranche-watcher"
+    # pre-flight reads tenants' registries and needs no cluster identity at all
+    preflight = deployments[f"{RELEASE}-preflight"].spec.template.spec
+    assert preflight.automount_service_account_token is False
     # the portal calls the API as itself (token minting, pre-flight), not as `default`
     assert accounts[f"{RELEASE}-portal"] == "tranche-portal"
     assert deployments[f"{RELEASE}-portal"].spec.template.spec.automount_service_account_token in (

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import os
+import secrets
+import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from deploy import ociregistry
+from deploy.local.celery_worker import worker_argv
+from tests.helpers.celery_worker import stop_worker
+from tests.helpers.wait import wait_for
 from tests.integration.preflight.images import LIB_PATH, cuda_library, packed_layer, push_image
 
 
@@ -33,8 +40,57 @@ def cuda_images(oci_registry) -> dict[str, str]:
 
 @pytest.fixture
 def plain_http(settings, oci_registry):
-    """Pre-flight reads the loopback registry over plain HTTP (as the platform would configure)."""
+    """Pre-flight reads the loopback registry over plain HTTP and may reach loopback (as the
+    platform would configure for an internal registry)."""
     settings.PREFLIGHT_PLAIN_HTTP_REGISTRIES = ["127.0.0.1"]
+    settings.PREFLIGHT_ALLOWED_REGISTRIES = ["127.0.0.1"]
+    return settings
+
+
+@pytest.fixture(autouse=True)
+def own_limit_keys(settings):
+    """Each test's limits and results under their own Redis keys (ids restart per test run)."""
+    settings.PREFLIGHT_KEY_PREFIX = f"test-preflight-{secrets.token_hex(4)}"
+    return settings
+
+
+WORKER_ENV = {
+    "TRANCHE_PREFLIGHT_PLAIN_HTTP_REGISTRIES": "127.0.0.1",
+    "TRANCHE_PREFLIGHT_ALLOWED_REGISTRIES": "127.0.0.1",
+    "TRANCHE_PREFLIGHT_IMAGE_DEADLINE": "60",
+    "TRANCHE_PREFLIGHT_REGISTRY_TIMEOUT": "30",
+}
+
+
+@pytest.fixture(scope="session")
+def preflight_worker(django_db_setup, django_db_blocker, tmp_path_factory) -> Iterator[str]:
+    """A real Celery worker (threads pool, as `make run` starts it) on a private queue and the
+    test database, with the loopback registries allow-listed; yields the queue."""
+    from django.db import connection
+
+    queue = f"preflight-test-{secrets.token_hex(3)}"
+    log = tmp_path_factory.mktemp("preflight-worker") / "worker.log"
+    env = {
+        **os.environ, **WORKER_ENV, "TRANCHE_DEBUG": "1",
+        "TRANCHE_DB_NAME": connection.settings_dict["NAME"],
+        "PYTHONPATH": str(Path(__file__).resolve().parents[3]),
+    }  # fmt: skip
+    cmd = worker_argv(queue, name=f"{queue}@localhost", concurrency=8, pool="threads")
+    with log.open("ab") as out:
+        proc = subprocess.Popen(
+            cmd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    try:
+        wait_for(lambda: b"ready." in log.read_bytes(), 60, "the pre-flight worker to start")
+        yield queue
+    finally:
+        stop_worker(proc)
+
+
+@pytest.fixture
+def in_worker(settings, preflight_worker):
+    """Scans go to the test's pre-flight worker; its results come back on this test's keys."""
+    settings.PREFLIGHT_QUEUE = preflight_worker
     return settings
 
 

@@ -7,9 +7,7 @@ V100 product and pass for the A100 one; the CUDA 12 image passes for both.
 
 from __future__ import annotations
 
-import socket
 import tarfile
-import threading
 import time
 import zlib
 
@@ -17,9 +15,10 @@ import pytest
 
 from portal.catalog.seed import ensure_a100_line, ensure_catalogue
 from portal.preflight.models import ImageScan
-from portal.preflight.registry import RegistryClient
-from portal.preflight.service import run_preflight, scan_image
+from portal.preflight.scanning import scan_image
+from portal.preflight.service import run_preflight
 from tests.helpers.factories import make_tenant
+from tests.integration.preflight.hostile import silent_listener
 from tests.integration.preflight.images import CACHE, push_image
 
 pytestmark = pytest.mark.timeout(600)
@@ -50,18 +49,10 @@ def gpu_code_verdict(user, project, image: str, device_class: str):
     return verdict
 
 
-@pytest.mark.django_db
+@pytest.mark.django_db(transaction=True)
 def test_cuda13_image_is_flagged_for_v100_and_passes_for_a100(
-    cuda_images, plain_http, no_cluster, monkeypatch
+    cuda_images, plain_http, no_cluster, in_worker
 ) -> None:
-    layers_read: list[str] = []
-    real_layer_stream = RegistryClient.layer_stream
-
-    def counting_layer_stream(self, digest):
-        layers_read.append(digest)
-        return real_layer_stream(self, digest)
-
-    monkeypatch.setattr(RegistryClient, "layer_stream", counting_layer_stream)
     ensure_catalogue()
     ensure_a100_line()
     user, _org, project = make_tenant("gpucode", "GPU code org")
@@ -81,12 +72,24 @@ def test_cuda13_image_is_flagged_for_v100_and_passes_for_a100(
         assert verdict.level == "ok", verdict
         assert 70 in verdict.figures["sass"]
 
-    # Cached by digest: one layer read per image, however often it is checked.
+    # Cached by the sha256 of the manifest: one scan per image, however often it is checked.
     assert ImageScan.objects.count() == 2
-    assert len(layers_read) == 2
+    scanned_at = sorted(ImageScan.objects.values_list("scanned_at", flat=True))
     again = gpu_code_verdict(user, project, cuda_images["cu13"], "tranche-v100-8g")
     assert again == v100
-    assert len(layers_read) == 2
+    assert sorted(ImageScan.objects.values_list("scanned_at", flat=True)) == scanned_at
+
+
+def test_the_streaming_reader_finds_what_the_whole_file_reader_finds(cuda_images) -> None:
+    from portal.preflight.fatbin import FatbinStream, gpu_code_of
+    from tests.integration.preflight.images import cuda_library
+
+    for flavour in ("cu12", "cu13"):
+        data = cuda_library(flavour).read_bytes()
+        stream = FatbinStream()
+        for start in range(0, len(data), 1 << 20):
+            stream.feed(data[start : start + (1 << 20)])
+        assert stream.result() == gpu_code_of(data), flavour
 
 
 @pytest.mark.django_db
@@ -97,43 +100,17 @@ def test_an_image_that_does_not_exist_is_a_clear_verdict(oci_registry, plain_htt
     )
 
 
-@pytest.fixture
-def silent_registry():
-    """A TCP server that accepts connections and never answers."""
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(8)
-    held: list[socket.socket] = []
-    stop = threading.Event()
-
-    def accept() -> None:
-        server.settimeout(0.2)
-        while not stop.is_set():
-            try:
-                held.append(server.accept()[0])
-            except TimeoutError:
-                continue
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    yield f"127.0.0.1:{server.getsockname()[1]}"
-    stop.set()
-    thread.join()
-    for conn in held:
-        conn.close()
-    server.close()
-
-
 @pytest.mark.django_db
-def test_a_registry_that_times_out_is_a_verdict_within_its_timeout(
-    silent_registry, settings
-) -> None:
-    settings.PREFLIGHT_PLAIN_HTTP_REGISTRIES = ["127.0.0.1"]
-    settings.PREFLIGHT_REGISTRY_TIMEOUT_SECONDS = 1
-    started = time.monotonic()
-    found = scan_image(f"{silent_registry}/x/y:1")
-    elapsed = time.monotonic() - started
-    assert found.error == f"The registry {silent_registry} did not answer within 1s."
+def test_a_registry_that_times_out_is_a_verdict_within_its_timeout(plain_http) -> None:
+    plain_http.PREFLIGHT_REGISTRY_TIMEOUT_SECONDS = 1
+    with silent_listener() as host:
+        started = time.monotonic()
+        found = scan_image(f"{host}/x/y:1")
+        elapsed = time.monotonic() - started
+    assert (
+        found.error
+        == f"The registry for {host}/x/y:1 could not be read: 127.0.0.1 did not answer within 1 s."
+    )
     assert elapsed < 5
 
 

@@ -132,3 +132,20 @@ def test_the_api_and_the_page_give_the_same_verdicts(world, client) -> None:
     page = client.post(reverse("preflight", args=[world.project_a.pk]), {"manifest": text})
     assert page.context["report"].as_json() == from_api
     assert {v["check"] for v in from_api["verdicts"]} >= {"cluster", "image_tag", "model_volume"}
+
+
+def test_over_the_limit_a_call_is_told_when_to_try_again(world, client, settings) -> None:
+    from portal.preflight import limits
+
+    settings.PREFLIGHT_USER_CONCURRENCY = 1
+    _token, secret = create_token(world.member, "ci")
+    held = limits.acquire(world.member.pk, world.project_a.organization_id, 60)
+    try:
+        resp = api(client, world.project_a, sample_yaml(world), secret)
+    finally:
+        limits.release(held)
+    assert resp.status_code == 429
+    assert resp["Retry-After"] == str(resp.json()["retry_after_s"])
+    assert "you already have 1 pre-flight checks running" in resp.json()["error"]
+    assert f"Try again in {resp.json()['retry_after_s']} s." in resp.json()["error"]
+    assert api(client, world.project_a, sample_yaml(world), secret).status_code == 200

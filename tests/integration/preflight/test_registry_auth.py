@@ -13,7 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 import urllib3
 
-from portal.preflight.service import scan_image
+from portal.preflight.scanning import scan_image
 
 USER, PASSWORD, TOKEN = "platform", "s3cret-pull", "tok-123"
 BASIC = "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
@@ -72,6 +72,7 @@ def guarded(request, oci_registry, cuda_images, settings, tmp_path) -> Iterator[
     secret.write_text(json.dumps({"auths": {host: {"auth": base64.b64encode(
         f"{USER}:{PASSWORD}".encode()).decode()}}}))  # fmt: skip
     settings.PREFLIGHT_PLAIN_HTTP_REGISTRIES = ["127.0.0.1"]
+    settings.PREFLIGHT_ALLOWED_REGISTRIES = ["127.0.0.1"]
     settings.PREFLIGHT_PULL_SECRET = str(secret)
     yield cuda_images["cu12"].replace(oci_registry.host, host)
     server.shutdown()

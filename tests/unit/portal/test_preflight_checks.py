@@ -120,7 +120,19 @@ def test_ram_lint_512mi_container_with_4gib_model() -> None:
     [ram] = by_check(run_checks(facts(objects)), "ram_limit")
     assert ram.level is Level.WARNING
     assert ram.figures == {"ram_limit_mib": 512, "model_mib": 4096}
-    assert "OOMKilled (exit 137)" in ram.reason
+    assert "OOMKilled, exit code 137" in ram.reason
+
+
+def test_ram_lint_warns_a_model_server_below_the_floor_without_a_model_named() -> None:
+    objects = sample(image="ollama/ollama:0.24.0", ram_limit="512Mi", ram_request="512Mi")
+    [ram] = by_check(run_checks(facts(objects)), "ram_limit")
+    assert ram.level is Level.WARNING
+    assert ram.figures == {"ram_limit_mib": 512, "floor_mib": 2048}
+    assert "too little for a model server to load a model" in ram.reason
+    roomy = sample(image="ollama/ollama:0.24.0", ram_limit="4Gi", ram_request="4Gi")
+    assert by_check(run_checks(facts(roomy)), "ram_limit") == []
+    other = sample(image="busybox:1.37", ram_limit="512Mi", ram_request="512Mi")
+    assert by_check(run_checks(facts(other)), "ram_limit") == []
 
 
 def test_context_lint_shows_the_formula_and_the_tokens_that_fit() -> None:

@@ -49,6 +49,18 @@ agents (their websocket origin is the URL they dial) use. */}}
 - {name: TRANCHE_REDIS_URL_FILE, value: /etc/tranche/secrets/redis-url}
 - {name: TRANCHE_STATE_DIR, value: /tmp/tranche}
 - {name: TRANCHE_LOG_LEVEL, value: {{ .Values.logLevel | quote }}}
+{{- with .Values.preflight }}
+- {name: TRANCHE_PREFLIGHT_PLAIN_HTTP_REGISTRIES, value: {{ join "," .plainHttpRegistries | quote }}}
+- {name: TRANCHE_PREFLIGHT_ALLOWED_REGISTRIES, value: {{ join "," .allowedRegistries | quote }}}
+- {name: TRANCHE_PREFLIGHT_TOKEN_REALMS, value: {{ join "," .tokenRealms | quote }}}
+- {name: TRANCHE_PREFLIGHT_BLOCKED_NETWORKS, value: {{ join "," .blockedNetworks | quote }}}
+- {name: TRANCHE_PREFLIGHT_IMAGE_DEADLINE, value: {{ .imageDeadlineSeconds | quote }}}
+- {name: TRANCHE_PREFLIGHT_CALL_DEADLINE, value: {{ .callDeadlineSeconds | quote }}}
+- {name: TRANCHE_PREFLIGHT_USER_CONCURRENCY, value: {{ .userConcurrency | quote }}}
+- {name: TRANCHE_PREFLIGHT_ORG_CONCURRENCY, value: {{ .orgConcurrency | quote }}}
+- {name: TRANCHE_PREFLIGHT_USER_PER_MINUTE, value: {{ .userPerMinute | quote }}}
+- {name: TRANCHE_PREFLIGHT_ORG_PER_MINUTE, value: {{ .orgPerMinute | quote }}}
+{{- end }}
 {{- end }}
 
 {{/* A read-only root filesystem: /tmp is the one writable place; secrets are files. */}}

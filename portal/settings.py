@@ -208,6 +208,11 @@ BILLING_SELLER = {
     "email": env_str("TRANCHE_SELLER_EMAIL", "billing@tranche.invalid"),
 }
 CONTROLLER_CANCEL_GRACE_SECONDS = env_int("TRANCHE_CANCEL_GRACE_SECONDS", 3600, minimum=0)
+# Tenants' network (docs/security.md): Services of type NodePort/LoadBalancer open a port on
+# every node, so they are refused unless the product offers them; each project namespace accepts
+# connections only from itself and from these namespaces (the platform's ingress controller).
+ALLOW_NODE_PORT_SERVICES = env_bool("TRANCHE_ALLOW_NODE_PORT_SERVICES", False)
+TENANT_INGRESS_NAMESPACES = env_list("TRANCHE_TENANT_INGRESS_NAMESPACES", ["ingress-nginx"])
 # How long an invitation link works (issue #14: bearer links must expire).
 TRANCHE_INVITATION_DAYS = env_int("TRANCHE_INVITATION_DAYS", 7, minimum=1)
 

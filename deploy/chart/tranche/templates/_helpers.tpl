@@ -49,6 +49,8 @@ agents (their websocket origin is the URL they dial) use. */}}
 - {name: TRANCHE_REDIS_URL_FILE, value: /etc/tranche/secrets/redis-url}
 - {name: TRANCHE_STATE_DIR, value: /tmp/tranche}
 - {name: TRANCHE_LOG_LEVEL, value: {{ .Values.logLevel | quote }}}
+- {name: TRANCHE_ALLOW_NODE_PORT_SERVICES, value: {{ ternary "1" "0" .Values.tenants.allowNodePortServices | quote }}}
+- {name: TRANCHE_TENANT_INGRESS_NAMESPACES, value: {{ join "," .Values.tenants.ingressNamespaces | quote }}}
 {{- end }}
 
 {{/* A read-only root filesystem: /tmp is the one writable place; secrets are files. */}}

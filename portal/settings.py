@@ -213,6 +213,10 @@ CONTROLLER_CANCEL_GRACE_SECONDS = env_int("TRANCHE_CANCEL_GRACE_SECONDS", 3600, 
 # connections only from itself and from these namespaces (the platform's ingress controller).
 ALLOW_NODE_PORT_SERVICES = env_bool("TRANCHE_ALLOW_NODE_PORT_SERVICES", False)
 TENANT_INGRESS_NAMESPACES = env_list("TRANCHE_TENANT_INGRESS_NAMESPACES", ["ingress-nginx"])
+# Sign-up makes a user, an organization and a namespace for anyone: per client address and in
+# all, at most this many an hour (issue #28; docs/security.md).
+SIGNUP_PER_ADDRESS_PER_HOUR = env_int("TRANCHE_SIGNUP_PER_ADDRESS_PER_HOUR", 5, minimum=1)
+SIGNUP_PER_HOUR = env_int("TRANCHE_SIGNUP_PER_HOUR", 200, minimum=1)
 # How long an invitation link works (issue #14: bearer links must expire).
 TRANCHE_INVITATION_DAYS = env_int("TRANCHE_INVITATION_DAYS", 7, minimum=1)
 

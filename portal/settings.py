@@ -217,6 +217,8 @@ TENANT_INGRESS_NAMESPACES = env_list("TRANCHE_TENANT_INGRESS_NAMESPACES", ["ingr
 # all, at most this many an hour (issue #28; docs/security.md).
 SIGNUP_PER_ADDRESS_PER_HOUR = env_int("TRANCHE_SIGNUP_PER_ADDRESS_PER_HOUR", 5, minimum=1)
 SIGNUP_PER_HOUR = env_int("TRANCHE_SIGNUP_PER_HOUR", 200, minimum=1)
+# How long a personal API token lives unless its maker chooses otherwise (at most 365 days).
+API_TOKEN_DAYS = env_int("TRANCHE_API_TOKEN_DAYS", 90, minimum=1)
 # How long an invitation link works (issue #14: bearer links must expire).
 TRANCHE_INVITATION_DAYS = env_int("TRANCHE_INVITATION_DAYS", 7, minimum=1)
 

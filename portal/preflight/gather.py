@@ -22,6 +22,9 @@ QUOTA_NAME = "tranche-quota"
 FIELD_MANAGER = "tranche-preflight"
 
 _RESOURCES: dict[str, dict[str, tuple[str, bool]]] = {}
+# Discovery answers kept per process, oldest dropped first: one entry per distinct apiVersion a
+# manifest names, so without a bound every new one grew the cache for good (issue #28).
+MAX_CACHED_API_VERSIONS = 64
 
 
 def _group_path(api_version: str) -> str:
@@ -29,11 +32,14 @@ def _group_path(api_version: str) -> str:
 
 
 def resource_of(api: Any, api_version: str, kind: str) -> tuple[str, bool] | None:
-    """(plural, namespaced) of a kind from the API server's discovery, cached per process."""
+    """(plural, namespaced) of a kind from the API server's discovery, cached per process
+    (at most MAX_CACHED_API_VERSIONS group versions)."""
     if api_version not in _RESOURCES:
         found = request(api, "GET", _group_path(api_version))
         if found.status != 200:
             return None
+        while len(_RESOURCES) >= MAX_CACHED_API_VERSIONS:
+            _RESOURCES.pop(next(iter(_RESOURCES)))
         _RESOURCES[api_version] = {
             r["kind"]: (r["name"], bool(r.get("namespaced")))
             for r in found.body.get("resources", [])

@@ -6,13 +6,14 @@ one (a subset comparison plus a hash annotation of the desired body), and delete
 objects no longer desired. A no-op sync therefore issues reads only; every write is counted.
 Transient failures (connection errors, 429, 5xx, a terminating namespace) raise
 `TransientApiError` for the caller to retry; anything else raises `ApplyError` with the API's
-reason and message.
+reason and message. The controller never adopts an object it did not make (`_remove_foreign`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import threading
 import time
@@ -27,6 +28,7 @@ from kubernetes.client.rest import ApiException
 
 from controller.render.spec import ANNOTATION_SPEC_HASH, LABEL_MANAGED_BY, MANAGED_BY
 
+log = logging.getLogger(__name__)
 FIELD_MANAGER = "tranche-controller"
 MANAGED_SELECTOR = f"{LABEL_MANAGED_BY}={MANAGED_BY}"
 TIMEOUT = (3, 20)  # connect, read seconds: a stopped API server must fail fast, not hang a worker
@@ -49,6 +51,11 @@ KINDS: dict[tuple[str, str], tuple[str, str, bool]] = {
     ("rbac.authorization.k8s.io/v1", "RoleBinding"): (
         "/apis/rbac.authorization.k8s.io/v1",
         "rolebindings",
+        True,
+    ),
+    ("networking.k8s.io/v1", "NetworkPolicy"): (
+        "/apis/networking.k8s.io/v1",
+        "networkpolicies",
         True,
     ),
     ("resource.k8s.io/v1", "ResourceClaimTemplate"): (
@@ -296,6 +303,32 @@ class Applier:
                 return patch()
             raise
 
+    def _remove_foreign(
+        self, obj: dict[str, Any], live: dict[tuple[str, str], dict[str, dict[str, Any]]]
+    ) -> bool:
+        """Never adopt: a namespaced object we are about to create, that the namespace already
+        holds without our label, was made by someone else (a member pre-creating a colleague's
+        next account name, to hold its identity once we bind it). Server-side apply would take
+        it over, uid and tokens included; it is deleted (that uid only) and made afresh.
+
+        Costs one GET per object created in an existing namespace, none in a new namespace
+        (`live` then holds no kind of it: nothing can be there yet) and none on a no-op sync."""
+        meta = obj["metadata"]
+        key = (obj["apiVersion"], obj["kind"])
+        if not meta.get("namespace") or key not in live or meta["name"] in live[key]:
+            return False
+        found = self.get(*key, meta["name"], meta["namespace"])
+        if found is None:
+            return False
+        uid = found["metadata"]["uid"]
+        log.warning(
+            "%s %s/%s exists but was not made by Tranche (uid %s): deleting it, not adopting it",
+            obj["kind"], meta["namespace"], meta["name"], uid,
+        )  # fmt: skip
+        path = _path(*key, meta["namespace"], meta["name"])
+        self._call("delete", "DELETE", path, body={"preconditions": {"uid": uid}})
+        return True
+
     def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> None:
         """Delete (background propagation); a missing object is not an error."""
         self._call("delete", "DELETE", _path(api_version, kind, namespace, name))
@@ -310,6 +343,8 @@ class Applier:
         changes: list[str] = []
         to_apply, to_delete = plan(desired, live, prune)
         for obj in to_apply:
+            if self._remove_foreign(obj, live):
+                changes.append(f"replaced foreign {obj['kind']}/{obj['metadata']['name']}")
             self.apply(obj)
             changes.append(f"applied {obj['kind']}/{obj['metadata']['name']}")
         for api_version, kind, name, ns in to_delete:

@@ -5,7 +5,7 @@ project in a constant number of queries (the periodic resync); both build the sa
 through `project_state`. Settings (all optional, read with defaults): CONTROLLER_POD_QUOTA,
 CONTROLLER_DEFAULT_MEMORY_REQUEST_MIB, CONTROLLER_DEFAULT_MEMORY_LIMIT_MIB,
 CONTROLLER_DEFAULT_CPU_REQUEST_MILLICORES, CONTROLLER_CANCEL_GRACE_SECONDS,
-CONTROLLER_PLATFORM_USERS.
+CONTROLLER_PLATFORM_USERS, TENANT_INGRESS_NAMESPACES, ALLOW_NODE_PORT_SERVICES.
 """
 
 from __future__ import annotations
@@ -43,6 +43,11 @@ def platform_products() -> list[ProductSpec]:
     held = Subscription.objects.filter(quantity__gt=0).values("product_id")
     products = Product.objects.filter(Q(sellable=True) | Q(pk__in=held)).select_related("gpu_model")
     return [p.spec() for p in products]
+
+
+def node_ports_allowed() -> bool:
+    """Whether tenants may make NodePort and LoadBalancer Services (the service policy)."""
+    return bool(setting("ALLOW_NODE_PORT_SERVICES", False))
 
 
 def platform_users() -> tuple[str, ...]:
@@ -211,6 +216,7 @@ def project_state(
         limits=plan_limits(project),
         all_products=tuple(products),
         accounts=accounts(members, suspended),
+        ingress_namespaces=tuple(setting("TENANT_INGRESS_NAMESPACES", ())),
     )
     states = tuple(
         SubscriptionState(

@@ -107,7 +107,7 @@ def sync_platform(
     `products`: the platform's products if the caller has read them already."""
     if products is None:
         products = desired.platform_products()
-    objects = render_platform(products, desired.platform_users())
+    objects = render_platform(products, desired.platform_users(), desired.node_ports_allowed())
     key = desired.spec_key(objects)
     if cached and time.monotonic() - _platform_synced.get(key, -1e9) < PLATFORM_TTL_SECONDS:
         return []

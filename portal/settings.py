@@ -208,6 +208,17 @@ BILLING_SELLER = {
     "email": env_str("TRANCHE_SELLER_EMAIL", "billing@tranche.invalid"),
 }
 CONTROLLER_CANCEL_GRACE_SECONDS = env_int("TRANCHE_CANCEL_GRACE_SECONDS", 3600, minimum=0)
+# Tenants' network (docs/security.md): Services of type NodePort/LoadBalancer open a port on
+# every node, so they are refused unless the product offers them; each project namespace accepts
+# connections only from itself and from these namespaces (the platform's ingress controller).
+ALLOW_NODE_PORT_SERVICES = env_bool("TRANCHE_ALLOW_NODE_PORT_SERVICES", False)
+TENANT_INGRESS_NAMESPACES = env_list("TRANCHE_TENANT_INGRESS_NAMESPACES", ["ingress-nginx"])
+# Sign-up makes a user, an organization and a namespace for anyone: per client address and in
+# all, at most this many an hour (issue #28; docs/security.md).
+SIGNUP_PER_ADDRESS_PER_HOUR = env_int("TRANCHE_SIGNUP_PER_ADDRESS_PER_HOUR", 5, minimum=1)
+SIGNUP_PER_HOUR = env_int("TRANCHE_SIGNUP_PER_HOUR", 200, minimum=1)
+# How long a personal API token lives unless its maker chooses otherwise (at most 365 days).
+API_TOKEN_DAYS = env_int("TRANCHE_API_TOKEN_DAYS", 90, minimum=1)
 # How long an invitation link works (issue #14: bearer links must expire).
 TRANCHE_INVITATION_DAYS = env_int("TRANCHE_INVITATION_DAYS", 7, minimum=1)
 

@@ -67,4 +67,8 @@ def _tests_never_feed_the_demo_queue(request: pytest.FixtureRequest) -> None:
     of the test database. Fixtures that run a real worker pick their own queue after this."""
     if "django_db_setup" not in request.fixturenames and "settings" not in request.fixturenames:
         return
-    request.getfixturevalue("settings").CELERY_TASK_DEFAULT_QUEUE = TEST_QUEUE
+    settings = request.getfixturevalue("settings")
+    settings.CELERY_TASK_DEFAULT_QUEUE = TEST_QUEUE
+    # Sign-up caps count in Redis, across tests and runs, all from 127.0.0.1; the tests of the
+    # caps themselves lower them again (tests/integration/security/test_signup_limits.py).
+    settings.SIGNUP_PER_ADDRESS_PER_HOUR = settings.SIGNUP_PER_HOUR = 1_000_000

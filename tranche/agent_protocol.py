@@ -268,6 +268,10 @@ def parse_status(text: str | None, data: bytes | None, node: str) -> StatusMessa
         raw = json.loads(text)
     except ValueError as exc:
         raise MessageRejectedError(f"malformed JSON: {exc}") from exc
+    except RecursionError as exc:  # e.g. 100,000 nested brackets: the parser's stack gives out
+        raise MessageRejectedError(
+            "malformed JSON: nested too deeply; a status message is at most a few levels deep"
+        ) from exc
     if isinstance(raw, dict) and "type" in raw and raw["type"] != "status":
         raise MessageRejectedError(f"message.type must be 'status', got {raw['type']!r}")
     msg = check_object("message", raw, StatusFrame)

@@ -37,6 +37,9 @@ TENANT_SUSPENDED_ROLE = "tranche-tenant-suspended"
 PORTAL_TOKENS_ROLE = "tranche-portal-tokens"
 PORTAL_SERVICE_ACCOUNT = ("tranche-system", "tranche-portal")
 ANNOTATION_PORTAL_USER = f"{DOMAIN}/portal-user"
+# People's cluster accounts (`u-<username>-<id>-<generation>`, portal.tenants.naming): reserved
+# names in project namespaces, which admission keeps out of pods and tenants' own accounts.
+ACCOUNT_PREFIX = "u-"
 QUOTA_NAME = "tranche-quota"
 LIMIT_RANGE_NAME = "tranche-defaults"
 # The controller's identity when installed with deploy/install (a platform user in policies).

@@ -123,6 +123,9 @@ class ProjectSpec:
     all_products: tuple[ProductSpec, ...] = ()
     # one per member of the organization (cluster access); empty renders no accounts
     accounts: tuple[TenantAccount, ...] = ()
+    # namespaces whose pods may connect to the project's pods besides its own: the platform's
+    # ingress controller (TRANCHE_TENANT_INGRESS_NAMESPACES; render/network_policy.py)
+    ingress_namespaces: tuple[str, ...] = ()
 
     @property
     def tenant_group(self) -> str:

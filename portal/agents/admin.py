@@ -43,7 +43,7 @@ class NodeTokenAdmin(GuardedAdmin):
 
     @admin.action(description="Revoke the selected tokens (the agents are refused at once)")
     def revoke(self, request, queryset) -> None:
-        count = sum(services.revoke_node_token(t.node_name) for t in queryset)
+        count = sum(services.revoke_node_token(t.node_name, actor=request.user) for t in queryset)
         messages.info(request, f"Revoked {count} token(s).")
 
 

@@ -83,7 +83,7 @@ class AgentConsumer(DirectDispatch, AsyncWebsocketConsumer):
             if seq is None and text_data and len(text_data) < 65536:
                 try:
                     seq = json.loads(text_data).get("seq")
-                except (ValueError, AttributeError):
+                except (ValueError, AttributeError, RecursionError):
                     seq = None
             self.rejections.warning(
                 f"node {self.node}", "agent message from node %s rejected: %s", self.node, exc

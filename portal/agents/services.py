@@ -25,6 +25,7 @@ from portal.agents.bindings import pod_bindings
 from portal.agents.events import PodRemovedEvent, PodStatusEvent, ProjectEvent
 from portal.agents.models import NodeToken, PodSliceStatus
 from portal.agents.rows import PodRow, pod_row
+from portal.audit.services import record_audit
 from portal.tenants.models import Project
 from tranche.agent_protocol import (
     MessageRejectedError,
@@ -74,7 +75,10 @@ def hash_token(token: str) -> str:
 
 
 def issue_node_token(node_name: str, created_by=None, rotate: bool = False) -> str:
-    """Create (or with rotate=True replace) the node's token; returns the plaintext once."""
+    """Create (or with rotate=True replace) the node's token; returns the plaintext once.
+
+    Audited in the same transaction (`node_token.issue` / `node_token.rotate`, by prefix only:
+    the secret never reaches the log); `created_by` None is the command line."""
     token = secrets.token_urlsafe(TOKEN_BYTES)
     values = {
         "token_hash": hash_token(token),
@@ -86,23 +90,54 @@ def issue_node_token(node_name: str, created_by=None, rotate: bool = False) -> s
         row, created = NodeToken.objects.select_for_update().get_or_create(
             node_name=node_name, defaults=values
         )
+        before = {}
         if not created:
             if not rotate:
                 raise TokenExistsError(
                     f"node {node_name} already has a token; rotate it to replace it "
                     "(the old token stops working at once)"
                 )
+            before = _token_facts(row)
             NodeToken.objects.filter(pk=row.pk).update(created_at=timezone.now(), **values)
+            row.refresh_from_db()
+        record_audit(
+            actor=created_by,
+            action="node_token.issue" if created else "node_token.rotate",
+            obj=row,
+            before=before,
+            after=_token_facts(row),
+            system="manage.py create_node_token",
+        )
     return token
 
 
-def revoke_node_token(node_name: str) -> bool:
-    """Revoke; True if a live token was revoked (CAS: only a not-yet-revoked row changes)."""
-    return bool(
-        NodeToken.objects.filter(node_name=node_name, revoked_at__isnull=True).update(
+def _token_facts(row: NodeToken) -> dict[str, object]:
+    """What the audit row says of a token: never its hash or secret."""
+    return {
+        "node": row.node_name,
+        "token_prefix": row.token_prefix,
+        "revoked": row.revoked_at is not None,
+    }
+
+
+def revoke_node_token(node_name: str, actor=None) -> bool:
+    """Revoke; True if a live token was revoked (CAS: only a not-yet-revoked row changes).
+    A revocation that changed a row is audited (`node_token.revoke`) in the same transaction."""
+    with transaction.atomic():
+        revoked = NodeToken.objects.filter(node_name=node_name, revoked_at__isnull=True).update(
             revoked_at=timezone.now()
         )
-    )
+        if revoked:
+            row = NodeToken.objects.get(node_name=node_name)
+            record_audit(
+                actor=actor,
+                action="node_token.revoke",
+                obj=row,
+                before={**_token_facts(row), "revoked": False},
+                after=_token_facts(row),
+                system="manage.py",
+            )
+    return bool(revoked)
 
 
 def authenticate_node(node_name: str, token: str) -> NodeToken | None:

@@ -7,9 +7,20 @@ from django.db import models
 
 
 class ApiToken(models.Model):
-    """A user's personal token for the JSON API. Only its SHA-256 is stored; shown once."""
+    """A user's personal token for the JSON API. Only its SHA-256 is stored; shown once.
+
+    Scoped to one organization (projects of others are 404 with it, whatever the user's other
+    memberships) and one `scope`, and it expires (`expires_at`, default 90 days)."""
+
+    class Scope(models.TextChoices):
+        PREFLIGHT = "preflight", "Pre-flight only (dry runs: reads, never writes)"
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    organization = models.ForeignKey(
+        "tenants.Organization", on_delete=models.CASCADE, related_name="+", null=True
+    )
+    scope = models.CharField(max_length=20, choices=Scope.choices, default=Scope.PREFLIGHT)
+    expires_at = models.DateTimeField(null=True)
     name = models.CharField(max_length=80)
     prefix = models.CharField(max_length=12, help_text="First characters, to tell tokens apart")
     token_hash = models.CharField(max_length=64, unique=True)

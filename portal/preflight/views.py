@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import json
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import RequestDataTooBig
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.middleware.csrf import CsrfViewMiddleware
 from django.shortcuts import redirect, render
 from django.views.decorators.csrf import csrf_exempt
@@ -24,7 +25,7 @@ from portal.preflight.service import Report, run_preflight
 from portal.preflight.verdicts import will_fail
 from portal.tenants.context import nav_context
 from portal.tenants.errors import ServiceError
-from portal.tenants.selectors import get_project
+from portal.tenants.selectors import get_project, memberships_of
 
 TOO_BIG = (
     f"The manifest is larger than {MAX_MANIFEST_BYTES // 1024 // 1024} MiB; pre-flight reads at "
@@ -72,10 +73,12 @@ def preflight_page(request: HttpRequest, project_id: int) -> HttpResponse:
 
 
 def _api_user(request: HttpRequest):
+    """(user, by session, the token's organization id or None)."""
     header = request.headers.get("Authorization", "")
     if header.startswith("Bearer "):
-        return tokens.user_for_token(header[len("Bearer ") :].strip()), False
-    return (request.user if request.user.is_authenticated else None), True
+        token = tokens.token_for_secret(header[len("Bearer ") :].strip())
+        return (token.user, False, token.organization_id) if token else (None, False, None)
+    return (request.user if request.user.is_authenticated else None), True, None
 
 
 def _error(status: int, message: str) -> JsonResponse:
@@ -102,9 +105,14 @@ def _api_manifest(request: HttpRequest) -> tuple[str, JsonResponse | None]:
 @csrf_exempt
 def preflight_api(request: HttpRequest, project_id: int) -> HttpResponse:
     """POST a manifest, get `{"overall": ..., "verdicts": [...]}`."""
-    user, by_session = _api_user(request)
+    user, by_session, token_organization = _api_user(request)
     if user is None:
-        return _error(401, "Log in, or send Authorization: Bearer <personal API token>.")
+        return _error(
+            401,
+            "Log in, or send Authorization: Bearer <personal API token>. A token that expired, "
+            "was revoked or whose organization you left no longer works: make a new one on the "
+            "API tokens page.",
+        )
     if by_session and (
         refused := CsrfViewMiddleware(lambda r: None).process_view(request, None, (), {})
     ):
@@ -112,6 +120,8 @@ def preflight_api(request: HttpRequest, project_id: int) -> HttpResponse:
     if request.method != "POST":
         return _error(405, 'POST the manifest (YAML body, or JSON {"manifest": "..."}).')
     project, _ = get_project(user, project_id)
+    if token_organization is not None and project.organization_id != token_organization:
+        raise Http404  # the token's scope: another organization's project is as if missing
     text, refused = _api_manifest(request)
     if refused is not None:
         return refused
@@ -129,16 +139,33 @@ def api_tokens(request: HttpRequest) -> HttpResponse:
     secret, error = "", ""
     if request.method == "POST":
         try:
-            _token, secret = tokens.create_token(request.user, request.POST.get("name", ""))
+            _token, secret = tokens.create_token(
+                request.user,
+                request.POST.get("name", ""),
+                _int(request.POST.get("organization")) if "organization" in request.POST else None,
+                _int(request.POST.get("days"), settings.API_TOKEN_DAYS),
+            )
         except ServiceError as exc:
             error = str(exc)
     context = {
         "tokens": tokens.tokens_of(request.user),
         "secret": secret,
         "error": error,
+        "memberships": memberships_of(request.user),
+        "default_days": settings.API_TOKEN_DAYS,
+        "max_days": tokens.MAX_TOKEN_DAYS,
         **nav_context(request),
     }
-    return render(request, "preflight/tokens.html", context)
+    response = render(request, "preflight/tokens.html", context)
+    response["Cache-Control"] = "no-store"  # it may show a new secret: never keep a copy
+    return response
+
+
+def _int(raw: str | None, default: int = 0) -> int:
+    try:
+        return int(raw or default)
+    except ValueError:
+        return 0  # refused by the service with a message saying what to enter
 
 
 @login_required

@@ -25,7 +25,7 @@
     };
     socket.onclose = (event) => {
       fleet.dataset.live = "false";
-      if (event.code === 4403) return;
+      if (event.code === 4403 || event.code === 4401) return;  // no access / logged out
       setTimeout(connect, Math.round(delay * (0.5 + Math.random() / 2)));
       delay = Math.min(delay * 2, 30000);
     };

@@ -75,6 +75,10 @@
         say("forbidden", "Live updates stopped: you no longer have access to this project. Reload the page or ask an owner of the organization.");
         return;
       }
+      if (event.code === 4401) {
+        say("forbidden", "Live updates stopped: you logged out. Log in again to follow this project.");
+        return;
+      }
       const wait = Math.round(delay * (0.5 + Math.random() / 2));
       say("down", `Live connection lost; the figures below may be out of date. Reconnecting in ${Math.ceil(wait / 1000)} s…`);
       setTimeout(connect, wait);

@@ -6,7 +6,9 @@ group (`access.user.<id>`) on a membership added, changed or removed, a staff gr
 flag changed, and to the project's group when the project goes. A viewer who lost access is
 closed with code 4403. A refused caller is accepted and closed at once with 4403 (a handshake
 rejection would reach the browser as a bare 1006, and the page could not tell "no access" from
-"network down"); nothing is sent first.
+"network down"); nothing is sent first. Logging out closes the session's sockets with 4401
+(`SessionBound`); a frame from the page gets one error answer, never a traceback
+(`NoClientFrames`: these sockets only send).
 
 Deliveries cost no database query and no encoding: the agent ingest publishes each pod's
 display row as the page's JSON message, built once (`portal.agents.rows`), and this consumer
@@ -22,7 +24,7 @@ from django.contrib.auth import get_user_model
 
 from portal.agents.events import PodRemovedEvent, PodStatusEvent
 from portal.core.groups import FLEET_GROUP, project_group, user_access_group
-from portal.core.sockets import DirectDispatch
+from portal.core.sockets import DirectDispatch, NoClientFrames, SessionBound
 from portal.status import selectors
 from portal.status.services import PodClusterEvent
 
@@ -46,7 +48,9 @@ def _cluster_message(project_id: int, namespace: str, name: str) -> dict:
     return {"type": "cluster-row", **row.as_json()}
 
 
-class ProjectStatusConsumer(DirectDispatch, AsyncJsonWebsocketConsumer):
+class ProjectStatusConsumer(
+    DirectDispatch, SessionBound, NoClientFrames, AsyncJsonWebsocketConsumer
+):
     project_id: int | None = None
     user_id: int | None = None
 
@@ -63,6 +67,7 @@ class ProjectStatusConsumer(DirectDispatch, AsyncJsonWebsocketConsumer):
             await self.close(code=CLOSE_FORBIDDEN)
             return
         self.project_id = project_id
+        await self.join_session()
         await self.channel_layer.group_add(project_group(project_id), self.channel_name)
         await self.channel_layer.group_add(user_access_group(self.user_id), self.channel_name)
         cluster = await database_sync_to_async(_cluster_snapshot)(project_id)
@@ -97,6 +102,7 @@ class ProjectStatusConsumer(DirectDispatch, AsyncJsonWebsocketConsumer):
             await self.close(code=CLOSE_FORBIDDEN)
 
     async def _leave(self) -> None:
+        await self.leave_session()
         if self.project_id is not None:
             project_id, self.project_id = self.project_id, None
             await self.channel_layer.group_discard(project_group(project_id), self.channel_name)
@@ -113,9 +119,9 @@ def _is_staff(user_id: int | None) -> bool:
     return user is not None and selectors.is_status_staff(user)
 
 
-class FleetConsumer(DirectDispatch, AsyncJsonWebsocketConsumer):
+class FleetConsumer(DirectDispatch, SessionBound, NoClientFrames, AsyncJsonWebsocketConsumer):
     """`/ws/support/fleet/`: tells the support console to redraw when a node's slices or GPUs
-    change. Support and Billing staff only (4403 otherwise, re-checked on every event)."""
+    change. Support staff only (4403 otherwise, re-checked on every event)."""
 
     joined = False
 
@@ -127,6 +133,7 @@ class FleetConsumer(DirectDispatch, AsyncJsonWebsocketConsumer):
         if await database_sync_to_async(_is_staff)(self._user_id()):
             # joined before the handshake completes: no change is missed after it
             await self.channel_layer.group_add(FLEET_GROUP, self.channel_name)
+            await self.join_session()
             self.joined = True
         await self.accept()
         if not self.joined:
@@ -140,6 +147,7 @@ class FleetConsumer(DirectDispatch, AsyncJsonWebsocketConsumer):
         await self.send_json({"type": "fleet.changed"})
 
     async def disconnect(self, code: int) -> None:
+        await self.leave_session()
         if self.joined:
             await self.channel_layer.group_discard(FLEET_GROUP, self.channel_name)
             self.joined = False

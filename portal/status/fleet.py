@@ -1,5 +1,5 @@
 """The support console's reads: the fleet (nodes → GPUs → slices held, free slices per product),
-alerts, and search. Support and Billing staff only (`selectors.is_status_staff`); the views 404
+alerts, and search. Support staff only (`selectors.is_status_staff`); the views 404
 for everyone else, so tenants cannot tell the console exists."""
 
 from __future__ import annotations

@@ -1,7 +1,9 @@
 """Every read of the live status pages, scoped to the caller.
 
-Who may watch a project: any member (any role) of its organization, and active staff users in
-the "Support" or "Billing" group, and superusers (every project). Anyone else gets `Http404`,
+Who may watch a project: any member (any role) of its organization, active staff users in the
+"Support" group, and superusers (every project). Billing staff work on invoices, prices and
+organizations in the admin and billing pages; they see no live page or support console (issue
+#28: least privilege). Anyone else gets `Http404`,
 so another organization's project is indistinguishable from a missing one. The page and the
 websocket consumer use the same rule (`watchable_projects`).
 """
@@ -21,13 +23,13 @@ from portal.status.services import row_name
 from portal.tenants.models import Project
 from portal.tenants.selectors import projects_of
 
-STAFF_GROUPS = ("Support", "Billing")
+STAFF_GROUPS = ("Support",)
 # The table's shape lives with the rows (portal.agents.rows); the page reads it from here.
 __all__ = ["FIELDS", "PodRow", "pod_row"]
 
 
 def is_status_staff(user) -> bool:
-    """Superusers, and staff in a Support or Billing group, see every project's status."""
+    """Superusers, and staff in the Support group, see every project's status."""
     if not (getattr(user, "is_authenticated", False) and user.is_active):
         return False
     if user.is_superuser:

@@ -1,4 +1,4 @@
-"""The support console: fleet, alerts and search on one page, for Support and Billing staff
+"""The support console: fleet, alerts and search on one page, for Support staff
 (404 for everyone else). Each alert and search hit links to the project's live page."""
 
 from __future__ import annotations

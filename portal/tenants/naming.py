@@ -10,6 +10,8 @@ from __future__ import annotations
 import hashlib
 import re
 
+from tranche.names import ACCOUNT_PREFIX
+
 NAMESPACE_MAX = 63
 _HASH_LEN = 6
 _NOT_DNS = re.compile(r"[^a-z0-9-]+")
@@ -41,4 +43,6 @@ def account_name(username: str, user_id: int, generation: int) -> str:
     usernames that slug alike apart; the generation changes when the user revokes, so the old
     account (and every token bound to its uid) is deleted and a new one made.
     """
-    return f"u-{dns_slug(username, max_len=30, fallback='user')}-{user_id}-{generation}"
+    return (
+        f"{ACCOUNT_PREFIX}{dns_slug(username, max_len=30, fallback='user')}-{user_id}-{generation}"
+    )

@@ -11,12 +11,13 @@ from datetime import timedelta
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from portal.audit.services import record_audit
 from portal.core.queue import enqueue_reconcile, enqueue_retire_namespace
 from portal.core.tokens import hash_token, new_token
+from portal.tenants import usernames
 from portal.tenants.errors import NotAllowedError, OrganizationSuspendedError, ServiceError
 from portal.tenants.models import Invitation, Membership, Organization, Project
 from portal.tenants.naming import derive_namespace, dns_slug
@@ -47,13 +48,19 @@ def _new_project(organization: Organization, name: str) -> Project:
 def sign_up(
     *, username: str, email: str, password: str, organization_name: str, project_name: str
 ) -> tuple[AbstractBaseUser, Organization, Project]:
-    """Create a user, their organization (they own it) and its first project."""
-    user_model = get_user_model()
-    if user_model.objects.filter(username__iexact=username).exists():
+    """Create a user, their organization (they own it) and its first project. The username is
+    normalised and must not look like an existing one (`portal.tenants.usernames`)."""
+    username = usernames.normalize(username)
+    usernames.check_new_username(username)
+    try:
+        with transaction.atomic():  # a savepoint: a concurrent sign-up of the same name
+            user = get_user_model().objects.create_user(
+                username=username, email=email, password=password
+            )
+    except IntegrityError as exc:
         raise ServiceError(
             f"The username {username!r} is already taken. Choose another, or log in if it is yours."
-        )
-    user = user_model.objects.create_user(username=username, email=email, password=password)
+        ) from exc
     slug = _unique_slug(organization_name, lambda s: Organization.objects.filter(slug=s).exists())
     organization = Organization.objects.create(name=organization_name, slug=slug)
     Membership.objects.create(user=user, organization=organization, role=Membership.Role.OWNER)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
@@ -10,6 +11,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
+from portal.core import throttle
 from portal.tenants import selectors, services
 from portal.tenants.context import current_project, nav_context
 from portal.tenants.errors import ServiceError
@@ -28,10 +30,37 @@ def home(request: HttpRequest) -> HttpResponse:
     return render(request, "tenants/landing.html")
 
 
+SIGNUP_WINDOW_SECONDS = 3600
+
+
+def _signup_refusal(request: HttpRequest) -> str | None:
+    """Each sign-up makes a user, an organization and a namespace, for anyone: at most
+    SIGNUP_PER_ADDRESS_PER_HOUR from one address and SIGNUP_PER_HOUR in all (Redis counters,
+    shared by every replica). None when this one may go ahead, else the page's message."""
+    address = request.META.get("REMOTE_ADDR", "")
+    if not throttle.allow(
+        "signup-address", address, settings.SIGNUP_PER_ADDRESS_PER_HOUR, SIGNUP_WINDOW_SECONDS
+    ):
+        return (
+            "Too many accounts were created from your network address in the last hour, so "
+            "sign-up is paused for it. Try again in an hour, or log in if you already have an "
+            "account."
+        )
+    if not throttle.allow("signup-all", "", settings.SIGNUP_PER_HOUR, SIGNUP_WINDOW_SECONDS):
+        return (
+            "Sign-up is busy: more new accounts than usual were created in the last hour, so new "
+            "ones are paused for a while. Try again later; nothing you entered was stored."
+        )
+    return None
+
+
 def signup(request: HttpRequest) -> HttpResponse:
     """Create a user, an organization and its first project, then log in."""
     form = SignUpForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
+        if (refusal := _signup_refusal(request)) is not None:
+            return render(request, "tenants/signup.html", {"form": form, "refusal": refusal},
+                          status=429)  # fmt: skip
         try:
             user, _org, project = services.sign_up(**form.cleaned_data)
         except ServiceError as error:

@@ -1,6 +1,7 @@
 """Policy `tranche-managed-objects`: tenants cannot change or delete what Tranche manages.
 
-Objects labelled managed-by Tranche (quota, limit range, entitlements, roles, claim templates)
+Objects labelled managed-by Tranche (quota, limit range, entitlements, roles, claim templates,
+the default NetworkPolicy)
 are refused to anyone but the platform: no delete, no edit of labels or content, no forging the
 label on a new object. Updates that leave labels and content alone (e.g. `kubectl apply` of the
 documented template, which only touches annotations) are allowed.
@@ -56,6 +57,7 @@ def render_managed_policy(platform_users: tuple[str, ...] = ()) -> dict[str, Any
                     _any_change("", "v1", ["configmaps", "resourcequotas", "limitranges"]),
                     _any_change("rbac.authorization.k8s.io", "v1", ["roles", "rolebindings"]),
                     _any_change("resource.k8s.io", "*", ["resourceclaimtemplates"]),
+                    _any_change("networking.k8s.io", "v1", ["networkpolicies"]),
                 ]
             },
             "matchConditions": [

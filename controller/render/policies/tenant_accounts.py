@@ -2,6 +2,9 @@
 
 - a ServiceAccount Tranche manages (a person's account) cannot be edited or deleted by a tenant:
   it would let one member cut off or, with a rebound name, impersonate a colleague;
+- no tenant may create a ServiceAccount named like a person's account (`u-...`) or carrying the
+  managed-by label: a member could otherwise create a colleague's *next* account name (the one
+  a revocation makes) and hold its identity once the controller binds it;
 - tokens (TokenRequest) are minted only for those accounts: the portal's identity may mint in
   every project namespace, and this keeps it from minting for any other ServiceAccount there;
 - no tenant may create a Secret of type `kubernetes.io/service-account-token`: kube-controller-
@@ -23,11 +26,26 @@ from controller.render.policies.objects import (
     render_policy,
 )
 from controller.render.policies.ownership import managed_by_tranche, not_the_platform
+from tranche.names import ACCOUNT_PREFIX, LABEL_MANAGED_BY, MANAGED_BY
 
 NAME = "tranche-tenant-accounts"
-ACCOUNT_PREFIX = "u-"  # portal.tenants.naming.account_name
 TOKEN_SECRET_TYPE = "kubernetes.io/service-account-token"  # noqa: S105 (a type name)
 RESOURCE = "request.resource.resource"
+NEW_NAME_FIELDS = ("object.metadata.name", "object.metadata.generateName")
+
+
+def _reserved_account_name() -> cel.Expr:
+    """The new object's name (or generateName) starts with the people's account prefix."""
+    return cel.group(
+        cel.any_of(
+            *(
+                cel.group(
+                    cel.all_of(cel.has(f), cel.call(f, "startsWith", cel.lit(ACCOUNT_PREFIX)))
+                )
+                for f in NEW_NAME_FIELDS
+            )
+        )
+    )
 
 
 def _rule(operations: list[str], resource: str) -> dict[str, Any]:
@@ -42,7 +60,7 @@ def render_access_policy(platform_users: tuple[str, ...] = ()) -> list[dict[str,
         {
             "matchConstraints": {
                 "resourceRules": [
-                    _rule(["UPDATE", "DELETE"], "serviceaccounts"),
+                    _rule(["CREATE", "UPDATE", "DELETE"], "serviceaccounts"),
                     _rule(["CREATE", "UPDATE"], "secrets"),
                     _rule(["CREATE"], "serviceaccounts/token"),
                 ]
@@ -60,6 +78,36 @@ def render_access_policy(platform_users: tuple[str, ...] = ()) -> list[dict[str,
                         "edited or deleted by hand. To end someone's access, remove them from the "
                         "organization in the portal; to end your own, use Revoke my credentials "
                         "on the Cluster access page.",
+                    ),
+                    reason="Forbidden",
+                ),
+                deny_unless(
+                    cel.any_of(
+                        cel.ne(RESOURCE, cel.lit("serviceaccounts")),
+                        cel.ne("request.operation", cel.lit("CREATE")),
+                        cel.has("request.subResource"),  # a TokenRequest: judged below
+                        cel.not_(_reserved_account_name()),
+                    ),
+                    message_expression=cel.message(
+                        f"ServiceAccount names starting with {ACCOUNT_PREFIX} are reserved for the "
+                        "cluster accounts Tranche makes for the people of your organization, so ",
+                        cel.Expr("request.name"),
+                        " cannot be created by hand. Choose a name that does not start with "
+                        f"{ACCOUNT_PREFIX} (e.g. app-runner).",
+                    ),
+                    reason="Forbidden",
+                ),
+                deny_unless(
+                    cel.any_of(
+                        cel.ne(RESOURCE, cel.lit("serviceaccounts")),
+                        cel.ne("request.operation", cel.lit("CREATE")),
+                        cel.has("request.subResource"),  # a TokenRequest: judged below
+                        cel.not_(managed_by_tranche("object")),
+                    ),
+                    message_expression=cel.message(
+                        REQUESTED_OBJECT,
+                        f" carries the label {LABEL_MANAGED_BY}={MANAGED_BY}, which only Tranche "
+                        "may set. Remove that label.",
                     ),
                     reason="Forbidden",
                 ),

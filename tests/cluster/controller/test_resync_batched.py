@@ -58,10 +58,10 @@ def test_noop_resync_reads_per_kind_whatever_the_number_of_projects(
     for applier in (small, large):
         assert applier.writes == 0, [c for r in results for c in r.changes]
         assert applier.calls["get"] == 0  # no per-project GET of the namespace
-    # one LIST per kind: namespaces, 7 namespaced kinds, 4 platform kinds, the claims
+    # one LIST per kind: namespaces, 8 namespaced kinds, 4 platform kinds, the claims
     assert large.lists == small.lists
     assert set(large.lists.values()) == {1}, large.lists
-    assert large.calls["list"] == 13
+    assert large.calls["list"] == 14
     assert large_queries == small_queries, "the projects' part queries per project"
     assert large_queries <= 6  # platform products + subscriptions, orders, projects, members x2
     assert max(small_ledger, large_ledger) <= LEDGER_QUERIES

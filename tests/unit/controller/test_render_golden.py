@@ -39,6 +39,7 @@ def _spec(quantity: int = 2) -> ProjectSpec:
         entitlements=(Entitlement(PRODUCTS[0], quantity),),
         limits=PlanLimits(),
         all_products=PRODUCTS,
+        ingress_namespaces=("ingress-nginx",),
     )
 
 

@@ -61,6 +61,8 @@ agents (their websocket origin is the URL they dial) use. */}}
 - {name: TRANCHE_PREFLIGHT_USER_PER_MINUTE, value: {{ .userPerMinute | quote }}}
 - {name: TRANCHE_PREFLIGHT_ORG_PER_MINUTE, value: {{ .orgPerMinute | quote }}}
 {{- end }}
+- {name: TRANCHE_ALLOW_NODE_PORT_SERVICES, value: {{ ternary "1" "0" .Values.tenants.allowNodePortServices | quote }}}
+- {name: TRANCHE_TENANT_INGRESS_NAMESPACES, value: {{ join "," .Values.tenants.ingressNamespaces | quote }}}
 {{- end }}
 
 {{/* A read-only root filesystem: /tmp is the one writable place; secrets are files. */}}

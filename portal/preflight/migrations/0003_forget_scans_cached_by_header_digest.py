@@ -10,6 +10,6 @@ def forget_scans(apps, schema_editor) -> None:
 
 
 class Migration(migrations.Migration):
-    dependencies = [("preflight", "0001_api_tokens_and_image_scans")]
+    dependencies = [("preflight", "0002_api_token_scope_and_expiry")]
 
     operations = [migrations.RunPython(forget_scans, migrations.RunPython.noop)]

@@ -27,8 +27,10 @@ from portal.status.models import (
 )
 from portal.tenants.models import Project
 from portal.tenants.services import record_project_resources
+from portal.status.warnings import shorten
 from tranche.pod_reasons import (
     DEVICE_QUOTA_SUFFIX,
+    RUNNING,
     PodFacts,
     ProjectFacts,
     classify,
@@ -126,7 +128,9 @@ def record_cluster_view(
         wanted[("Pod", pod.name)] = {
             "phase": pod.phase,
             "verdict": verdict,
-            "events": timeline_of(pod),
+            # a pod that runs as it should carries no warnings (a rollout's transient quota
+            # refusal is over once it runs); any other verdict keeps what led to it
+            "events": [] if verdict.reason == RUNNING else timeline_of(pod),
         }
         if pod.phase == "Pending":
             for cls in pod.gpu_classes:
@@ -173,9 +177,10 @@ def record_cluster_view(
 
 
 def timeline_of(pod: PodFacts) -> list[list[str]]:
-    """The pod's stored timeline: its last EVENTS_SHOWN Warning events, each field bounded."""
+    """The pod's stored timeline: its last EVENTS_SHOWN Warning events, each field bounded (the
+    message cut at a word, marked "…")."""
     return [
-        [when[:32], reason[:64], message[:EVENT_MESSAGE_CHARS]]
+        [when[:32], reason[:64], shorten(message, EVENT_MESSAGE_CHARS)]
         for when, reason, message in pod.timeline[-EVENTS_SHOWN:]
     ]
 

@@ -147,16 +147,17 @@ def series(
     return [_point(*row) for row in rows]
 
 
-_POD_SERIES = """
+# Built from the fixed _BUCKET text only; every value is a bound parameter.
+_POD_SERIES = f"""
     WITH pods AS (
         SELECT DISTINCT pod_name FROM agents_podminute
         WHERE project_id = %s AND minute >= %s ORDER BY pod_name LIMIT %s)
-    SELECT pod_name, {bucket} AS bucket,
+    SELECT pod_name, {_BUCKET} AS bucket,
            max(memory_used_max_bytes), max(memory_limit_bytes),
            sum(compute_used_sum) / sum(samples), avg(compute_target_percent)
     FROM agents_podminute
     WHERE project_id = %s AND minute >= %s AND pod_name IN (SELECT pod_name FROM pods)
-    GROUP BY 1, 2 ORDER BY 1, 2""".format(bucket=_BUCKET)
+    GROUP BY 1, 2 ORDER BY 1, 2"""  # noqa: S608
 
 
 def pod_series(

@@ -50,14 +50,14 @@ def _percent(part: float, whole: float) -> str:
 
 
 def slice_size(limit_bytes: int) -> str:
-    """"8 GiB" for whole GiB, else "1536 MiB"."""
+    """ "8 GiB" for whole GiB, else "1536 MiB"."""
     if limit_bytes and limit_bytes % GIB == 0:
         return f"{limit_bytes // GIB} GiB"
     return f"{limit_bytes // MIB} MiB"
 
 
 def gpu_text(status: PodSliceStatus, gpu_name: str) -> str:
-    """"Tesla V100-PCIE-32GB · 8 GiB slice · 25 %" then the GPU's UUID on its own line: the
+    """ "Tesla V100-PCIE-32GB · 8 GiB slice · 25 %" then the GPU's UUID on its own line: the
     model the node's agent reported for that GPU, the slice's cap and its compute share."""
     size = slice_size(status.memory_limit_bytes)
     model = gpu_name or "GPU (model not reported yet)"

@@ -29,6 +29,13 @@
     },
   };
 
+  // 24-hour UTC ticks; seconds while the chart spans under two minutes (a new pod).
+  function timeTicks(u, ticks) {
+    const span = ticks.length > 1 ? ticks[ticks.length - 1] - ticks[0] : 0;
+    const format = uPlot.fmtDate(span < 120 ? "{HH}:{mm}:{ss}" : "{HH}:{mm}");
+    return ticks.map((t) => format(utc(t)));
+  }
+
   function options(kind, width) {
     const k = KINDS[kind];
     const show = (u, v) => (v == null ? "—" : `${v.toFixed(k.digits)} ${k.unit}`);
@@ -37,7 +44,7 @@
       cursor: { drag: { x: false, y: false } },
       scales: { x: { time: true }, y: { range: (u, min, max) => [0, Math.max(max, 0.01) * 1.1] } },
       axes: [
-        { label: "Time (UTC)", labelSize: 20, stroke: "#1b1f24" },
+        { label: "Time (UTC)", labelSize: 20, stroke: "#1b1f24", values: timeTicks },
         { label: k.unit, labelSize: 20, size: 56, stroke: "#1b1f24",
           values: (u, ticks) => ticks.map((t) => `${+t.toFixed(k.digits)}`) },
       ],
@@ -117,6 +124,12 @@
   }
 
   window.trancheCharts = {
+    // What a pod's chart ("" = the project's) shows now: copies of its columns (t, memory_*
+    // in MiB, compute_* in %); for reading, never for changing the chart.
+    series(pod) {
+      const entry = charts.get(pod);
+      return entry ? JSON.parse(JSON.stringify(entry.series)) : null;
+    },
     // Every row as the socket has them now: charts of pods not among them fold away.
     snapshot(rows) {
       const reported = new Set(rows.map((r) => r.cells.pod));

@@ -21,6 +21,7 @@ from portal.status.services import row_name
 from portal.status.warnings import raw_text, summary_text
 from portal.tenants.models import Project
 from portal.tenants.selectors import projects_of
+from tranche.pod_reasons import CPU_QUOTA, MEMORY_QUOTA
 
 STAFF_GROUPS = ("Support", "Billing")
 # The table's shape lives with the rows (portal.agents.rows); the page reads it from here.
@@ -106,7 +107,10 @@ def cluster_row(state: PodState) -> ClusterRow:
     cells = {"pod": name, "phase": state.phase, "reason": words,
              "events": summary_text(state.events)}  # fmt: skip
     return ClusterRow(
-        key=f"{state.namespace}/{name}", cells=cells, reason=state.reason, raw=raw_text(state.events)
+        key=f"{state.namespace}/{name}",
+        cells=cells,
+        reason=state.reason,
+        raw=raw_text(state.events),
     )
 
 
@@ -122,3 +126,11 @@ def live_cluster_row(project_id: int, namespace: str, name: str) -> ClusterRow |
         project_id=project_id, namespace=namespace, kind=kind, name=plain
     ).first()
     return cluster_row(state) if state else None
+
+
+def quota_waits(project_id: int) -> list[PodState]:
+    """Pods and workloads of the project held back by its CPU or RAM quota now (the quota
+    page's banner: a GPU workload can wait on CPU/RAM while its GPU slice is free)."""
+    return list(
+        PodState.objects.filter(project_id=project_id, reason__in=(CPU_QUOTA, MEMORY_QUOTA))[:5]
+    )

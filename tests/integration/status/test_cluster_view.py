@@ -155,7 +155,10 @@ def test_pod_events_timeline_is_shown_as_text_live_and_on_load(world):
                    timeline=(("T", "BackOff", words),))  # fmt: skip
     record()
     (stored_event,) = PodState.objects.get(namespace=ns, name="train").events
-    assert stored_event[2].endswith("word…") and len(stored_event[2]) <= 300
-    pod = PodFacts("train", phase="Running", gpu_classes=(CLS,), timeline=(("T", "BackOff", words),))
+    assert stored_event[2].endswith("word…")
+    assert len(stored_event[2]) <= 300
+    pod = PodFacts(
+        "train", phase="Running", gpu_classes=(CLS,), timeline=(("T", "BackOff", words),)
+    )
     record()
     assert PodState.objects.get(namespace=ns, name="train").events == []

@@ -42,7 +42,8 @@ def test_every_role_of_the_organization_sees_the_pods(world, pod, client_of, rol
         node_name="kwok-gpu-0",
         token_hash="0" * 64,
         gpus=[
-            {"uuid": "GPU-0", "name": "Other model", "memory_total_bytes": 1, "memory_used_bytes": 0},
+            {"uuid": "GPU-0", "name": "Other model", "memory_total_bytes": 1,
+             "memory_used_bytes": 0},
             {"uuid": "GPU-1", "name": "Tesla V100-PCIE-32GB", "memory_total_bytes": 32 << 30,
              "memory_used_bytes": 0},
         ],

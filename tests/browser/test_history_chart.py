@@ -71,6 +71,10 @@ def test_charts_show_history_and_grow_live(browser, transactional_db, tmp_path):
         context = signed_in_context(browser, world.viewer, portal.http_base)
         try:
             page = context.new_page()
+            csp: list[str] = []  # uPlot and the page's scripts run under the portal's CSP
+            page.on(
+                "console", lambda m: csp.append(m.text) if "Security Policy" in m.text else None
+            )
             page.set_viewport_size({"width": 1280, "height": 900})
             page.goto(f"/projects/{project.pk}/status/")
             expect(page.locator("#live-status")).to_have_attribute("data-state", "live")
@@ -128,5 +132,6 @@ def test_charts_show_history_and_grow_live(browser, transactional_db, tmp_path):
                 expect(page.locator("#gone-charts")).to_be_visible()
                 expect(page.locator("#gone-count")).to_have_text("1")
                 expect(page.locator('#charts figure[data-pod="new-0"]')).to_have_count(0)
+            assert csp == []
         finally:
             context.close()

@@ -16,6 +16,7 @@ from portal.tenants import selectors, services
 from portal.tenants.errors import ServiceError
 from portal.tenants.models import Membership, Organization, Project
 
+pytestmark = pytest.mark.django_db(transaction=True)  # on_commit hooks send the retire task
 PASSWORD = "a-long-pass-42"
 
 
@@ -78,7 +79,7 @@ def test_a_project_whose_orders_ended_is_deleted_and_kept_for_billing(
     # it still holds a slice: the page says why before any click, and a post changes nothing
     page = client.get(url).content.decode()
     assert 'id="delete-blocked"' in page
-    assert "holds 1 x tranche-v100-8g" in page
+    assert f"holds 1 x {world.products['tranche-v100-8g'].name}" in page
     assert client.post(url).status_code == 400
     assert Project.objects.filter(pk=project.pk).exists()
     Subscription.objects.filter(project=project).update(quantity=0)  # cancelled

@@ -61,7 +61,8 @@ def test_live_page_carries_the_chart_data():
     world = make_world()
     pid = world.project_a.pk
     now = datetime.now(tz=UTC)
-    history.record_samples(_samples(pid, "train", now - timedelta(minutes=30), 600), now)
+    start = now.replace(second=0, microsecond=0) - timedelta(minutes=30)  # ten whole minutes
+    history.record_samples(_samples(pid, "train", start, 600), now)
     client = Client()
     client.force_login(world.member)
     page = client.get(reverse("project_status", args=[pid])).content.decode()

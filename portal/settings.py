@@ -86,6 +86,8 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
             ],
+            # human_time/human_date on every page without a {% load %} (one way to say a time)
+            "builtins": ["portal.core.templatetags.human"],
         },
     },
 ]

@@ -13,7 +13,7 @@ from portal.core import views as core_views
 from portal.orders import manifest_views
 from portal.orders import views as order_views
 from portal.preflight import views as preflight_views
-from portal.status import support_views
+from portal.status import quota_views, support_views
 from portal.status import views as status_views
 from portal.tenants import views as tenant_views
 
@@ -43,6 +43,11 @@ urlpatterns = [
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("orgs/<id:organization_id>/", tenant_views.organization, name="organization"),
+    path(
+        "orgs/<id:organization_id>/projects/<id:project_id>/delete/",
+        tenant_views.delete_project,
+        name="delete_project",
+    ),
     path("orgs/<id:organization_id>/billing/", billing_views.billing, name="billing"),
     path(
         "orgs/<id:organization_id>/invoices/<id:invoice_id>/",
@@ -65,7 +70,7 @@ urlpatterns = [
     path("access/", access_views.cluster_access, name="cluster_access"),
     path("access/kubeconfig/", access_views.download_kubeconfig, name="download_kubeconfig"),
     path("access/revoke/", access_views.revoke, name="revoke_credentials"),
-    path(P, order_views.quota, name="quota"),
+    path(P, quota_views.quota, name="quota"),
     path(P + "status/", status_views.project_status, name="project_status"),
     path("support/", support_views.console, name="support_console"),
     path(P + "order/", order_views.order_form, name="order_form"),

@@ -84,9 +84,12 @@ def download_kubeconfig(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
-@require_POST
 def revoke(request: HttpRequest) -> HttpResponse:
-    """Invalidate every kubeconfig this user downloaded."""
+    """GET: what revoking does (a confirmation page). POST: invalidate every kubeconfig this
+    user downloaded."""
+    if request.method != "POST":
+        context = {"projects": projects_of(request.user), **nav_context(request)}
+        return render(request, "access/revoke_confirm.html", context)
     services.revoke_credentials(request.user)
     messages.success(
         request,

@@ -4,7 +4,7 @@
 (pod, minute): memory is the minute's maximum, compute the mean, so a 1 s agent interval and a
 10 s one give the same chart. Rows older than `RETENTION` are deleted as new minutes arrive, so
 storage is at most 1440 rows per live pod. `series` downsamples to `points` buckets in SQL for
-the charts (the project's series sums its pods).
+the charts (the project's series sums its pods), with one bucket per minute over the last hour.
 """
 
 from __future__ import annotations
@@ -101,49 +101,63 @@ def prune(now: datetime | None = None, force: bool = False) -> int:
     return deleted
 
 
+# A chart bucket's start (epoch seconds): each minute of the last FINE_WINDOW is its own bucket,
+# so a new pod shows its first minutes; older minutes fall into `width`-second buckets.
+_BUCKET = """CASE WHEN minute >= %s THEN extract(epoch FROM minute)
+    ELSE extract(epoch FROM %s::timestamptz)
+         + floor(extract(epoch FROM minute - %s::timestamptz) / %s) * %s END"""
+FINE_WINDOW = timedelta(hours=1)
 _SERIES = """
     WITH per_pod AS (
-        SELECT floor(extract(epoch FROM minute - %s) / %s) AS bucket, pod_name,
+        SELECT {bucket} AS bucket, pod_name,
                max(memory_used_max_bytes) AS mem, max(memory_limit_bytes) AS lim,
                sum(compute_used_sum) / sum(samples) AS used,
                avg(compute_target_percent) AS target
         FROM agents_podminute
-        WHERE project_id = %s AND minute >= %s {}
+        WHERE project_id = %s AND minute >= %s {pod}
         GROUP BY 1, 2)
     SELECT bucket, sum(mem), sum(lim), sum(used), sum(target)
     FROM per_pod GROUP BY 1 ORDER BY 1"""
-_SERIES_PROJECT = _SERIES.format("")
-_SERIES_POD = _SERIES.format("AND pod_name = %s")
+_SERIES_PROJECT = _SERIES.format(bucket=_BUCKET, pod="")
+_SERIES_POD = _SERIES.format(bucket=_BUCKET, pod="AND pod_name = %s")
+
+
+def _bucket_args(now: datetime, points: int) -> tuple[datetime, list]:
+    start = now - RETENTION
+    width = int(RETENTION.total_seconds() // points)
+    return start, [now - FINE_WINDOW, start, start, width, width]
+
+
+def _point(bucket, mem, lim, used, target) -> Point:
+    start = datetime.fromtimestamp(float(bucket), tz=UTC)
+    return Point(start, int(mem), int(lim), float(used), float(target))
 
 
 def series(
     project_id: int, pod: str | None = None, points: int = 96, now: datetime | None = None
 ) -> list[Point]:
-    """The last 24 h in `points` buckets: one pod's, or the project's (pods summed)."""
-    now = now or timezone.now()
-    start = now - RETENTION
-    width = int(RETENTION.total_seconds() // points)
+    """The last 24 h: one pod's, or the project's (pods summed); per minute over the last
+    FINE_WINDOW, in 24 h / `points` buckets before it."""
+    start, buckets = _bucket_args(now or timezone.now(), points)
     sql = _SERIES_POD if pod else _SERIES_PROJECT
-    args: list = [start, width, project_id, start] + ([pod] if pod else [])
+    args: list = [*buckets, project_id, start] + ([pod] if pod else [])
     with connection.cursor() as cursor:
         cursor.execute(sql, args)
         rows = cursor.fetchall()
-    return [
-        Point(start + timedelta(seconds=int(b) * width), int(m), int(lim), float(u), float(t))
-        for b, m, lim, u, t in rows
-    ]
+    return [_point(*row) for row in rows]
 
 
-_POD_SERIES = """
+# Built from the fixed _BUCKET text only; every value is a bound parameter.
+_POD_SERIES = f"""
     WITH pods AS (
         SELECT DISTINCT pod_name FROM agents_podminute
         WHERE project_id = %s AND minute >= %s ORDER BY pod_name LIMIT %s)
-    SELECT pod_name, floor(extract(epoch FROM minute - %s) / %s) AS bucket,
+    SELECT pod_name, {_BUCKET} AS bucket,
            max(memory_used_max_bytes), max(memory_limit_bytes),
            sum(compute_used_sum) / sum(samples), avg(compute_target_percent)
     FROM agents_podminute
     WHERE project_id = %s AND minute >= %s AND pod_name IN (SELECT pod_name FROM pods)
-    GROUP BY 1, 2 ORDER BY 1, 2"""
+    GROUP BY 1, 2 ORDER BY 1, 2"""  # noqa: S608
 
 
 def pod_series(
@@ -151,18 +165,13 @@ def pod_series(
 ) -> dict[str, list[Point]]:
     """`series` of each of the project's first `limit` pods (by name) with rows in the last
     24 h, in one query: the live page's cost does not grow with the pods it charts."""
-    now = now or timezone.now()
-    start = now - RETENTION
-    width = int(RETENTION.total_seconds() // points)
+    start, buckets = _bucket_args(now or timezone.now(), points)
     with connection.cursor() as cursor:
-        cursor.execute(_POD_SERIES, [project_id, start, limit, start, width, project_id, start])
+        cursor.execute(_POD_SERIES, [project_id, start, limit, *buckets, project_id, start])
         rows = cursor.fetchall()
     found: dict[str, list[Point]] = {}
-    for pod, b, m, lim, u, t in rows:
-        point = Point(
-            start + timedelta(seconds=int(b) * width), int(m), int(lim), float(u), float(t)
-        )
-        found.setdefault(pod, []).append(point)
+    for pod, *values in rows:
+        found.setdefault(pod, []).append(_point(*values))
     return found
 
 

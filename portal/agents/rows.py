@@ -7,12 +7,13 @@ status page renders the same rows from the database (`portal.status.selectors.po
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import UTC
+from dataclasses import dataclass, field
 
 from portal.agents.models import PodSliceStatus
+from portal.core.humantime import human_time
 
 MIB = 1024 * 1024
+GIB = 1024 * MIB
 # Column order of the table; the page and the live updates both use it.
 FIELDS = (
     ("pod", "Pod"),
@@ -29,13 +30,16 @@ FIELDS = (
 
 @dataclass(frozen=True)
 class PodRow:
-    """One pod of the table: `key` identifies the row, `cells` maps FIELDS to display text."""
+    """One pod of the table: `key` identifies the row, `cells` maps FIELDS to display text,
+    `figures` the numbers its memory bar, compute gauge and live chart point are drawn from
+    (ts: the agent's report time in epoch seconds; memory in MiB; compute in percent)."""
 
     key: str
     cells: dict[str, str]
+    figures: dict[str, float] = field(default_factory=dict)
 
     def as_json(self) -> dict:
-        return {"key": self.key, "cells": self.cells}
+        return {"key": self.key, "cells": self.cells, "figures": self.figures}
 
     def ordered_cells(self) -> list[tuple[str, str]]:
         return [(name, self.cells[name]) for name, _label in FIELDS]
@@ -45,21 +49,46 @@ def _percent(part: float, whole: float) -> str:
     return f"{100 * part / whole:.0f}%" if whole else "—"
 
 
-def pod_row(status: PodSliceStatus) -> PodRow:
-    """Display text of one pod's latest status (the single place that formats it)."""
+def slice_size(limit_bytes: int) -> str:
+    """ "8 GiB" for whole GiB, else "1536 MiB"."""
+    if limit_bytes and limit_bytes % GIB == 0:
+        return f"{limit_bytes // GIB} GiB"
+    return f"{limit_bytes // MIB} MiB"
+
+
+def gpu_text(status: PodSliceStatus, gpu_name: str) -> str:
+    """ "Tesla V100-PCIE-32GB · 8 GiB slice · 25 %" then the GPU's UUID on its own line: the
+    model the node's agent reported for that GPU, the slice's cap and its compute share."""
+    size = slice_size(status.memory_limit_bytes)
+    model = gpu_name or "GPU (model not reported yet)"
+    return f"{model} · {size} slice · {status.compute_target_percent} %\n{status.gpu_uuid}"
+
+
+def pod_row(status: PodSliceStatus, gpu_name: str | None = None) -> PodRow:
+    """Display text of one pod's latest status (the single place that formats it). `gpu_name`
+    is the model its node's agent reports for the pod's GPU; by default the `gpu_name` the
+    page's query annotates (`agents.selectors.project_pod_statuses`)."""
+    if gpu_name is None:
+        gpu_name = getattr(status, "gpu_name", "") or ""
     used = status.memory_used_bytes // MIB
     limit = status.memory_limit_bytes // MIB
     memory_percent = _percent(status.memory_used_bytes, status.memory_limit_bytes)
-    reported = status.reported_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     cells = {
         "pod": status.pod_name,
         "node": status.node_name,
-        "gpu": status.gpu_uuid,
+        "gpu": gpu_text(status, gpu_name),
         "memory": f"{used} / {limit} MiB ({memory_percent})",
         "rejected": str(status.rejected_allocations),
         "compute": f"{status.compute_used_percent:.1f}% / {status.compute_target_percent}%",
         "throttled": f"{status.throttled_seconds:.2f} s",
         "processes": str(status.processes),
-        "reported": reported,
+        "reported": human_time(status.reported_at),
     }
-    return PodRow(key=f"{status.namespace}/{status.pod_name}", cells=cells)
+    figures = {
+        "ts": round(status.reported_at.timestamp(), 3),
+        "memory_used": round(status.memory_used_bytes / MIB, 1),
+        "memory_limit": round(status.memory_limit_bytes / MIB, 1),
+        "compute_used": round(status.compute_used_percent, 1),
+        "compute_target": status.compute_target_percent,
+    }
+    return PodRow(key=f"{status.namespace}/{status.pod_name}", cells=cells, figures=figures)

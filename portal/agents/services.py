@@ -247,8 +247,9 @@ def record_status(node_name: str, msg: StatusMessage) -> list[Published]:
     latest = {(row.namespace, row.pod_name): row for row in rows}
     if latest:
         _upsert_statuses(node_name, msg, list(latest.values()))
+    gpu_names = {g["uuid"]: g["name"] for g in msg.gpus}  # every frame lists the node's GPUs
     events = [
-        _event(row.project_id, node_name, p, pod_row(row))
+        _event(row.project_id, node_name, p, pod_row(row, gpu_names.get(row.gpu_uuid, "")))
         for row, p in zip(rows, msg.pods, strict=True)
     ]
     history.record_samples(

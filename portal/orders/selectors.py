@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 
-from django.db.models import QuerySet
+from django.db.models import Count, Q, QuerySet
 from django.http import Http404
 from django.utils import timezone
 
@@ -56,10 +56,14 @@ class QuotaLine:
     entitled: int
     allocated: int | None
     pending: int | None
-    pending_reason: str
+    pending_reason: str  # one line per waiting pod: "pod: why"
     open_orders: int
     reported_at: object
     not_ready_message: str = ""
+
+    @property
+    def pending_reasons(self) -> list[str]:
+        return [line for line in self.pending_reason.splitlines() if line.strip()]
 
 
 def current_quantity(project: Project, product: Product) -> int:
@@ -141,30 +145,32 @@ def _not_ready_message(sub: Subscription | None) -> str:
 
 
 def quota_lines(project: Project) -> list[QuotaLine]:
-    """Entitled, allocated and pending slices per product (usage None = not yet reported)."""
-    subs = {s.product_id: s for s in Subscription.objects.filter(project=project)}
+    """Entitled, allocated and pending slices per product. Usage is None (not yet reported)
+    only until the watcher has seen the project's namespace (`Project.usage_reported_at`):
+    after that a product without claims has 0 in use and 0 pending."""
+    open_orders = Count("orders", filter=Q(orders__state__in=OPEN_ORDER_STATES))
+    subs = {
+        s.product_id: s
+        for s in Subscription.objects.filter(project=project).annotate(open_orders=open_orders)
+    }  # every order belongs to its product's subscription: one query for both
     usage = {u.product_id: u for u in ProjectUsage.objects.filter(project=project)}
-    open_counts: dict[int, int] = {}
-    for order in Order.objects.filter(
-        project=project,
-        state__in=OPEN_ORDER_STATES,
-    ).only("product_id"):
-        open_counts[order.product_id] = open_counts.get(order.product_id, 0) + 1
+    seen = 0 if project.usage_reported_at is not None else None
     lines = []
     product_ids = set(subs) | set(usage)
     for product in Product.objects.filter(pk__in=product_ids).select_related("gpu_model"):
         sub, use = subs.get(product.pk), usage.get(product.pk)
-        if (sub is None or sub.quantity == 0) and use is None and not open_counts.get(product.pk):
+        open_count = sub.open_orders if sub else 0
+        if (sub is None or sub.quantity == 0) and use is None and not open_count:
             continue
         lines.append(
             QuotaLine(
                 product=product,
                 entitled=sub.quantity if sub else 0,
-                allocated=use.allocated if use else None,
-                pending=use.pending if use else None,
+                allocated=use.allocated if use else seen,
+                pending=use.pending if use else seen,
                 pending_reason=use.pending_reason if use else "",
-                open_orders=open_counts.get(product.pk, 0),
-                reported_at=use.updated_at if use else None,
+                open_orders=open_count,
+                reported_at=use.updated_at if use else project.usage_reported_at,
                 not_ready_message=_not_ready_message(sub),
             )
         )

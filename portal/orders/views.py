@@ -1,4 +1,5 @@
-"""Order pages: choose, confirm (price and pro-rata), place; order list/detail; quota page."""
+"""Order pages: choose, confirm (price and pro-rata), place; order list/detail. The quota page
+is `portal.status.quota_views` (it also reads what the cluster says)."""
 
 from __future__ import annotations
 
@@ -131,23 +132,3 @@ def order_detail(request: HttpRequest, project_id: int, order_id: int) -> HttpRe
         **nav_context(request, project),
     }
     return render(request, "orders/order_detail.html", context)
-
-
-@login_required
-def quota(request: HttpRequest, project_id: int) -> HttpResponse:
-    """Entitled, allocated and pending slices per product, plus CPU/RAM quota and headroom."""
-    project, membership = get_project(request.user, project_id)
-    cpu_headroom = mem_headroom = None
-    if project.cpu_used_millicores is not None:
-        cpu_headroom = max(0, project.cpu_quota_millicores - project.cpu_used_millicores)
-    if project.memory_used_mib is not None:
-        mem_headroom = max(0, project.memory_quota_mib - project.memory_used_mib)
-    context = {
-        "project": project,
-        "membership": membership,
-        "lines": selectors.quota_lines(project),
-        "cpu_headroom": cpu_headroom,
-        "mem_headroom": mem_headroom,
-        **nav_context(request, project),
-    }
-    return render(request, "orders/quota.html", context)

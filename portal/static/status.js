@@ -1,6 +1,7 @@
 // Live status tables (agent slices; the cluster's view): apply snapshot/row/remove and
 // cluster-row/cluster-remove messages from /ws/projects/<id>/status/ and
-// reconnects with capped exponential backoff and jitter. No framework.
+// reconnects with capped exponential backoff and jitter; rows' figures go to the charts
+// (status_charts.js). No framework.
 "use strict";
 (() => {
   const table = document.getElementById("pods");
@@ -29,7 +30,7 @@
           body.insertBefore(tr, next || emptyRow);
         }
         if (message.reason !== undefined) tr.dataset.reason = message.reason;
-        for (const td of tr.cells) td.textContent = message.cells[td.dataset.field] ?? "";
+        for (const td of tr.cells) fill(td, message);
       },
       remove(key) {
         const tr = rows().find((r) => r.dataset.key === key);
@@ -43,6 +44,42 @@
       refreshEmpty() { emptyRow.hidden = rows().length > 0; },
     };
   }
+  // A cell's text, plus the memory bar / compute gauge (a <meter>) or the raw warnings toggle.
+  const GAUGES = {
+    memory: ["memory_used", "memory_limit", "GPU memory used of the slice's limit"],
+    compute: ["compute_used", "compute_target", "Compute used of the target share"],
+  };
+  function fill(td, message) {
+    const text = message.cells[td.dataset.field] ?? "";
+    const gauge = GAUGES[td.dataset.field];
+    const parts = [];
+    if (gauge && message.figures) {
+      const meter = document.createElement("meter");
+      const [used, whole, label] = gauge;
+      meter.min = 0;
+      meter.max = Math.max(message.figures[whole], 0.001);
+      meter.high = meter.max * 0.9;
+      meter.value = Math.min(message.figures[used], meter.max);
+      meter.setAttribute("aria-label", label);
+      parts.push(meter);
+    }
+    const span = document.createElement("span");
+    span.className = "cell-text";
+    span.textContent = text;
+    parts.push(span);
+    if (td.dataset.field === "events" && message.raw) {
+      const details = document.createElement("details");
+      const summary = document.createElement("summary");
+      summary.textContent = "Details";
+      const pre = document.createElement("pre");
+      pre.className = "raw";
+      pre.textContent = message.raw;
+      details.append(summary, pre);
+      parts.push(details);
+    }
+    td.replaceChildren(...parts);
+  }
+  const charts = () => window.trancheCharts;
   const slices = liveTable(table, document.getElementById("pods-empty"));
   const clusterTable = document.getElementById("cluster-pods");
   const cluster = clusterTable
@@ -52,10 +89,13 @@
     if (message.type === "snapshot") {
       slices.replace(message.rows);
       if (cluster) cluster.replace(message.cluster || []);
+      if (charts()) charts().snapshot(message.rows);
     } else if (message.type === "row") {
       slices.upsert(message);
+      if (charts()) charts().row(message);
     } else if (message.type === "remove") {
       slices.remove(message.key);
+      if (charts()) charts().removed(message.key);
     } else if (cluster && message.type === "cluster-row") {
       cluster.upsert(message);
     } else if (cluster && message.type === "cluster-remove") {

@@ -1,88 +1,54 @@
-"""Small server-rendered SVG charts of the last 24 h (no script, no library): GPU memory used
-against the slice's limit, and compute used against its target, for a project or one pod.
+"""The live page's chart data: the last 24 h of GPU memory used against the slice's limit and
+compute used against its target, for the project and each pod, as numbers the page's script
+draws with the vendored uPlot (`portal/static/vendor/uplot`, see its README) and extends live
+from the socket's rows. The last hour is per minute (a new pod shows its first minutes), older
+history in 15-minute buckets (the highest memory and the mean compute of each).
 
-`live_charts` draws the live page's charts with two queries whatever the number of pods, and
-keeps them per portal process (the default cache) until the project's history gains a newer
-minute or the wall clock enters the next minute: history is stored per minute and the charts
-are not redrawn live, so a page shows what it would have, and 50 viewers reloading it cost
-one index lookup each instead of aggregating a day of rows each time."""
+`live_charts` reads them with three queries whatever the number of pods, and keeps them per
+portal process (the default cache) until the project's history gains a newer minute or the wall
+clock enters the next minute: history is stored per minute, so a page shows what it would have,
+and 50 viewers reloading it cost one index lookup each instead of aggregating a day of rows
+each time."""
 
 from __future__ import annotations
 
 import time
-from datetime import datetime
 
 from django.core.cache import cache
-from django.utils import timezone
-from django.utils.html import format_html
-from django.utils.safestring import SafeString, mark_safe
 
-from portal.agents.history import RETENTION, Point, latest_minute, pod_series, series
+from portal.agents.history import Point, latest_minute, pod_series, series
 
-WIDTH, HEIGHT = 240, 48
+MIB = 1024 * 1024
+PODS_CHARTED = 20
 
 
-def _polyline(xs: list[float], ys: list[float], top: float, css: str) -> str:
-    span = RETENTION.total_seconds()
-    points = " ".join(
-        f"{WIDTH * x / span:.1f},{HEIGHT - HEIGHT * min(y, top) / top:.1f}"
-        for x, y in zip(xs, ys, strict=True)
-    )
-    return f'<polyline class="{css}" fill="none" points="{points}"/>'
+def chart_series(points: list[Point]) -> dict[str, list[float]]:
+    """Column arrays for uPlot: t (epoch s), memory used and limit (MiB), compute used and
+    target (%)."""
+    return {
+        "t": [int(p.start.timestamp()) for p in points],
+        "memory_used": [round(p.memory_used_bytes / MIB, 1) for p in points],
+        "memory_limit": [round(p.memory_limit_bytes / MIB, 1) for p in points],
+        "compute_used": [round(p.compute_used_percent, 1) for p in points],
+        "compute_target": [round(p.compute_target_percent, 1) for p in points],
+    }
 
 
-def chart(points: list[Point], label: str, now: datetime | None = None) -> SafeString:
-    """Two small SVGs (memory, compute): the used line over the limit/target line."""
-    if not points:
-        return mark_safe("")
-    origin = (now or timezone.now()) - RETENTION
-    xs = [(p.start - origin).total_seconds() for p in points]
-    memory = (
-        "GPU memory used / limit",
-        [p.memory_used_bytes for p in points],
-        [p.memory_limit_bytes for p in points],
-    )
-    compute = (
-        "Compute used / target",
-        [p.compute_used_percent for p in points],
-        [p.compute_target_percent for p in points],
-    )
-    svgs = []
-    for title, used, limit in (memory, compute):
-        top = max(*limit, *used, 1)
-        # Built from numbers and fixed class names only: nothing from a user reaches it.
-        lines = mark_safe(_polyline(xs, limit, top, "limit") + _polyline(xs, used, top, "used"))  # noqa: S308
-        svgs.append(
-            format_html(
-                '<svg class="chart" role="img" width="{}" height="{}" viewBox="0 0 {} {}">'
-                "<title>{}: {}, last 24 h</title>{}</svg>",
-                WIDTH,
-                HEIGHT,
-                WIDTH,
-                HEIGHT,
-                label,
-                title,
-                lines,
-            )
-        )
-    return mark_safe("".join(svgs))  # noqa: S308 - each part escaped by format_html
+def _read(project_id: int) -> dict:
+    pods = pod_series(project_id, limit=PODS_CHARTED)
+    return {
+        "project": chart_series(series(project_id)),
+        "pods": {pod: chart_series(points) for pod, points in pods.items() if points},
+    }
 
 
-def project_chart(project_id: int) -> SafeString:
-    return chart(series(project_id), "Project")
-
-
-def pod_charts(project_id: int) -> list[tuple[str, SafeString]]:
-    """Charts of the pods with history (the first 20 by name)."""
-    return [(pod, chart(points, pod)) for pod, points in pod_series(project_id).items() if points]
-
-
-def live_charts(project_id: int) -> tuple[SafeString, list[tuple[str, SafeString]]]:
-    """(project chart, pod charts) of the live page; see the module docstring for the cache."""
+def live_charts(project_id: int) -> dict:
+    """{"project": series, "pods": {pod: series}} (the first 20 pods with history, by name);
+    see the module docstring for the cache."""
     newest = latest_minute(project_id)
-    key = f"status.charts:{project_id}:{newest and newest.timestamp()}:{int(time.time() // 60)}"
+    key = f"status.charts.v2:{project_id}:{newest and newest.timestamp()}:{int(time.time() // 60)}"
     found = cache.get(key)
     if found is None:
-        found = (project_chart(project_id), pod_charts(project_id))
+        found = _read(project_id)
         cache.set(key, found, 120)
     return found

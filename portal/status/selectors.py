@@ -20,8 +20,10 @@ from portal.agents.rows import FIELDS, PodRow, pod_row
 from portal.agents.selectors import project_pod_statuses
 from portal.status.models import PodState
 from portal.status.services import row_name
+from portal.status.warnings import raw_text, summary_text
 from portal.tenants.models import Project
 from portal.tenants.selectors import projects_of
+from tranche.pod_reasons import CPU_QUOTA, MEMORY_QUOTA
 
 STAFF_GROUPS = ("Support",)
 # The table's shape lives with the rows (portal.agents.rows); the page reads it from here.
@@ -85,29 +87,33 @@ CLUSTER_FIELDS = (
 
 @dataclass(frozen=True)
 class ClusterRow:
-    """One row of the cluster table; `reason` is the class (tranche.pod_reasons)."""
+    """One row of the cluster table; `reason` is the class (tranche.pod_reasons); `raw` the
+    pod's Warning events as Kubernetes wrote them (behind the warnings cell's details toggle)."""
 
     key: str
     cells: dict[str, str]
     reason: str
+    raw: str = ""
 
     def as_json(self) -> dict:
-        return {"key": self.key, "cells": self.cells, "reason": self.reason}
+        return {"key": self.key, "cells": self.cells, "reason": self.reason, "raw": self.raw}
 
     def ordered_cells(self) -> list[tuple[str, str]]:
         return [(name, self.cells[name]) for name, _label in CLUSTER_FIELDS]
 
 
-def timeline_text(state: PodState) -> str:
-    """The pod's events as plain text, one line each, newest first: `time reason: message`."""
-    return "\n".join(f"{when} {reason}: {message}" for when, reason, message in state.events[::-1])
-
-
 def cluster_row(state: PodState) -> ClusterRow:
+    """The classifier's words first; the warnings one line per reason (`status.warnings`)."""
     name = row_name(state.kind, state.name)
     words = state.words + (f" Next: {state.next_step}" if state.next_step else "")
-    cells = {"pod": name, "phase": state.phase, "reason": words, "events": timeline_text(state)}
-    return ClusterRow(key=f"{state.namespace}/{name}", cells=cells, reason=state.reason)
+    cells = {"pod": name, "phase": state.phase, "reason": words,
+             "events": summary_text(state.events)}  # fmt: skip
+    return ClusterRow(
+        key=f"{state.namespace}/{name}",
+        cells=cells,
+        reason=state.reason,
+        raw=raw_text(state.events),
+    )
 
 
 def cluster_rows(project_id: int) -> list[ClusterRow]:
@@ -122,3 +128,11 @@ def live_cluster_row(project_id: int, namespace: str, name: str) -> ClusterRow |
         project_id=project_id, namespace=namespace, kind=kind, name=plain
     ).first()
     return cluster_row(state) if state else None
+
+
+def quota_waits(project_id: int) -> list[PodState]:
+    """Pods and workloads of the project held back by its CPU or RAM quota now (the quota
+    page's banner: a GPU workload can wait on CPU/RAM while its GPU slice is free)."""
+    return list(
+        PodState.objects.filter(project_id=project_id, reason__in=(CPU_QUOTA, MEMORY_QUOTA))[:5]
+    )

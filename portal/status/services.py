@@ -25,10 +25,12 @@ from portal.status.models import (
     MAX_ROWS_PER_PROJECT,
     PodState,
 )
+from portal.status.warnings import shorten
 from portal.tenants.models import Project
 from portal.tenants.services import record_project_resources
 from tranche.pod_reasons import (
     DEVICE_QUOTA_SUFFIX,
+    RUNNING,
     PodFacts,
     ProjectFacts,
     classify,
@@ -111,8 +113,8 @@ def record_cluster_view(
 
     `refusals` are (kind, name, message) of workloads whose pods could not be created. Rows of
     pods no longer listed are deleted. Writes only what changed; live pages hear of each change.
-    Returns, per DeviceClass with a waiting pod, the words of the first one (the quota page's
-    "Pending" reason, so it reads the same as the live page).
+    Returns, per DeviceClass with waiting pods, one line per waiting pod with its words (the
+    quota page's "Pending" reasons, so they read the same as the live page; `pending_text`).
     """
     project = Project.objects.select_related("organization").filter(pk=project_id).first()
     if project is None:
@@ -120,17 +122,20 @@ def record_cluster_view(
     record_quota_status(project_id, quota)
     facts = project_facts(project, pods, quota)
     wanted: dict[tuple[str, str], dict] = {}
-    pending_words: dict[str, str] = {}
+    waiting: dict[str, list[str]] = {}
     for pod in sorted(pods, key=lambda p: p.name):
         verdict = classify(pod, facts)
         wanted[("Pod", pod.name)] = {
             "phase": pod.phase,
             "verdict": verdict,
-            "events": timeline_of(pod),
+            # a pod that runs as it should carries no warnings (a rollout's transient quota
+            # refusal is over once it runs); any other verdict keeps what led to it
+            "events": [] if verdict.reason == RUNNING else timeline_of(pod),
         }
         if pod.phase == "Pending":
             for cls in pod.gpu_classes:
-                pending_words.setdefault(cls, f"{pod.name}: {verdict.words}")
+                waiting.setdefault(cls, []).append(f"{pod.name}: {verdict.words}")
+    pending_words = {cls: pending_text(lines) for cls, lines in waiting.items()}
     for kind, name, message in refusals:
         wanted[(kind, name)] = {"phase": "NotCreated", "verdict": classify_refusal(message, facts)}
     if len(wanted) > MAX_ROWS_PER_PROJECT:
@@ -172,10 +177,30 @@ def record_cluster_view(
     return pending_words
 
 
+PENDING_REASON_CHARS = 500  # ProjectUsage.pending_reason
+
+
+def pending_text(lines: list[str], limit: int = PENDING_REASON_CHARS) -> str:
+    """Each waiting pod's line, as many as fit in `limit` characters; the rest counted, with
+    where to read them."""
+    kept: list[str] = []
+    for i, line in enumerate(lines):
+        rest = len(lines) - i - 1
+        more = f"… and {rest} more waiting: see the live status page." if rest else ""
+        budget = limit - sum(len(k) + 1 for k in kept) - (len(more) + 1 if more else 0)
+        if budget < 40:  # not even a pod name and a few words fit: count the rest instead
+            return "\n".join(
+                [*kept, f"… and {len(lines) - i} more waiting: see the live status page."]
+            )
+        kept.append(shorten(line, budget))
+    return "\n".join(kept)
+
+
 def timeline_of(pod: PodFacts) -> list[list[str]]:
-    """The pod's stored timeline: its last EVENTS_SHOWN Warning events, each field bounded."""
+    """The pod's stored timeline: its last EVENTS_SHOWN Warning events, each field bounded (the
+    message cut at a word, marked "…")."""
     return [
-        [when[:32], reason[:64], message[:EVENT_MESSAGE_CHARS]]
+        [when[:32], reason[:64], shorten(message, EVENT_MESSAGE_CHARS)]
         for when, reason, message in pod.timeline[-EVENTS_SHOWN:]
     ]
 

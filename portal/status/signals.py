@@ -60,3 +60,11 @@ def _user_groups_changed(sender, instance, action: str, reverse: bool, pk_set, *
 def _project_deleted(sender, instance: Project, **kwargs) -> None:
     group = project_group(instance.pk)  # now: Django clears pk once the row is deleted
     transaction.on_commit(lambda: _send(group))
+
+
+@receiver(post_save, sender=Project)
+def _project_marked_deleted(sender, instance: Project, update_fields=None, **kwargs) -> None:
+    """A project kept for its billing history but deleted: its live pages close as if it went."""
+    if instance.deleted_at is not None and update_fields and "deleted_at" in update_fields:
+        group = project_group(instance.pk)
+        transaction.on_commit(lambda: _send(group))

@@ -15,15 +15,19 @@ def project_status(request: HttpRequest, project_id: int) -> HttpResponse:
     """Latest slice figures of every pod of the project (404 unless the caller may watch it)."""
     project = selectors.get_watched_project(request.user, project_id)
     rows = selectors.pod_rows(project.pk)
-    project_chart, pod_charts = charts.live_charts(project.pk)
+    chart_data = charts.live_charts(project.pk)
+    live = {row.cells["pod"] for row in rows}
+    pods = sorted(chart_data["pods"])
     context = {
         "project": project,
         "fields": selectors.FIELDS,
         "rows": rows,
         "cluster_fields": selectors.CLUSTER_FIELDS,
         "cluster_rows": selectors.cluster_rows(project.pk),
-        "project_chart": project_chart,
-        "pod_charts": pod_charts,
+        "chart_data": chart_data,
+        # pods with history that no agent reports now are folded away under their own heading
+        "charted_pods": [p for p in pods if p in live],
+        "gone_pods": [p for p in pods if p not in live],
         **nav_context(request, project),
     }
     return render(request, "status/project_status.html", context)

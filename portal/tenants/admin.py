@@ -59,8 +59,13 @@ class OrganizationAdmin(AuditedAdmin):
 
 @admin.register(Project)
 class ProjectAdmin(ReadOnlyAdmin):
-    list_display = ("name", "organization", "namespace", "created_at")
+    list_display = ("name", "organization", "namespace", "created_at", "deleted_at")
+    list_filter = (("deleted_at", admin.EmptyFieldListFilter),)
     search_fields = ("name", "namespace", "organization__name")
+
+    def get_queryset(self, request):
+        # staff see deleted projects too: their orders and invoices are still billing history
+        return Project.all_objects.select_related("organization")
 
 
 @admin.register(Membership)

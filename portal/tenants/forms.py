@@ -45,6 +45,28 @@ class SignUpForm(forms.Form):
         return data
 
 
+class InvitedSignUpForm(forms.Form):
+    """Accepting an invitation without an account: a name and a password, nothing else (the
+    email address is the invitation's; no organization or project is made)."""
+
+    username = SignUpForm.base_fields["username"]
+    password = SignUpForm.base_fields["password"]
+
+    def __init__(self, *args, email: str = "", **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.email = email
+
+    def clean(self) -> dict:
+        data = super().clean()
+        if data.get("password"):
+            candidate = get_user_model()(username=data.get("username", ""), email=self.email)
+            try:
+                password_validation.validate_password(data["password"], user=candidate)
+            except forms.ValidationError as error:
+                self.add_error("password", error)
+        return data
+
+
 class InviteForm(forms.Form):
     email = forms.EmailField(max_length=254)
     role = forms.ChoiceField(choices=Membership.Role.choices, initial=Membership.Role.MEMBER)

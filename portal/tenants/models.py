@@ -59,8 +59,19 @@ class Membership(models.Model):
         return self.role in (self.Role.OWNER, self.Role.MEMBER)
 
 
+class LiveProjectManager(models.Manager):
+    """Projects not deleted: what every page, the controller's resync and the ingest see."""
+
+    def get_queryset(self) -> models.QuerySet:
+        return super().get_queryset().filter(deleted_at__isnull=True)
+
+
 class Project(models.Model):
-    """A project of an organization; maps 1:1 to a Kubernetes namespace (immutable once set)."""
+    """A project of an organization; maps 1:1 to a Kubernetes namespace (immutable once set).
+
+    A project that ever ordered is never removed from the database (its orders, usage and
+    invoice lines are billing history): deleting it sets `deleted_at`, and `objects` no longer
+    sees it; `all_objects` does (its names stay taken), and so do foreign keys."""
 
     organization = models.ForeignKey(Organization, on_delete=models.PROTECT)
     name = models.CharField(max_length=80)
@@ -72,8 +83,15 @@ class Project(models.Model):
     memory_used_mib = models.PositiveIntegerField(null=True, blank=True)
     usage_reported_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    deleted_at = models.DateTimeField(
+        null=True, blank=True, editable=False, help_text="deleted by an owner; billing kept"
+    )
+
+    objects = LiveProjectManager()
+    all_objects = models.Manager()  # noqa: DJ012 - the default manager must be declared first
 
     class Meta:
+        base_manager_name = "all_objects"  # an invoice line's project is there once deleted
         ordering = ["organization__name", "name"]
         constraints = [
             models.UniqueConstraint(fields=["organization", "slug"], name="project_slug_per_org")

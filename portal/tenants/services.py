@@ -21,6 +21,7 @@ from portal.tenants import usernames
 from portal.tenants.errors import NotAllowedError, OrganizationSuspendedError, ServiceError
 from portal.tenants.models import Invitation, Membership, Organization, Project
 from portal.tenants.naming import derive_namespace, dns_slug
+from tranche.orders import OPEN_ORDER_STATES
 
 
 def _unique_slug(base: str, taken) -> str:
@@ -33,8 +34,8 @@ def _unique_slug(base: str, taken) -> str:
 
 
 def _new_project(organization: Organization, name: str) -> Project:
-    slug = _unique_slug(
-        name, lambda s: Project.objects.filter(organization=organization, slug=s).exists()
+    slug = _unique_slug(  # deleted projects keep their names: their namespace's history is theirs
+        name, lambda s: Project.all_objects.filter(organization=organization, slug=s).exists()
     )
     return Project.objects.create(
         organization=organization,
@@ -143,6 +144,23 @@ def accept_invitation(*, user, invitation: Invitation) -> Membership:
     return membership
 
 
+@transaction.atomic
+def sign_up_invited(*, invitation: Invitation, username: str, password: str):
+    """Create an account with the invitation's email address and join its organization with
+    its role, in one transaction: no organization or project of their own is made. Refused
+    (nothing created) if the name is taken or the invitation was used or expired meanwhile."""
+    user_model = get_user_model()
+    if user_model.objects.filter(username__iexact=username).exists():
+        raise ServiceError(
+            f"The username {username!r} is already taken. Choose another, or log in if it is yours."
+        )
+    user = user_model.objects.create_user(
+        username=username, email=invitation.email, password=password
+    )
+    accept_invitation(user=user, invitation=invitation)
+    return user
+
+
 def _reconcile_projects_of(organization_id: int) -> None:
     """On commit, reconcile every project of the organization (members' cluster access)."""
     for pid in Project.objects.filter(organization_id=organization_id).values_list("pk", flat=True):
@@ -177,21 +195,49 @@ def remove_member(*, membership: Membership, member_id: int) -> None:
     _reconcile_projects_of(membership.organization_id)
 
 
-@transaction.atomic
-def delete_project(*, membership: Membership, project_id: int) -> None:
-    """Delete a project that never ordered (orders are billing history); owners only.
+def deletion_blockers(project: Project) -> list[str]:
+    """Why `project` cannot be deleted now, each with what to do; empty when it can.
 
-    On commit the controller is asked to remove its namespace; cluster access to it ends first
-    (its RoleBindings and accounts are deleted before the namespace)."""
+    A project can go once nothing of it is still running or billed: no order in progress, no
+    slice held by a subscription, no GPU claim still open in the usage ledger."""
+    blockers = []
+    open_orders = project.orders.filter(state__in=OPEN_ORDER_STATES).count()
+    if open_orders:
+        blockers.append(
+            f"{open_orders} order{'s are' if open_orders > 1 else ' is'} still in progress. "
+            "Wait until the quota page shows it done (usually seconds), then delete."
+        )
+    held = project.subscriptions.filter(quantity__gt=0).select_related("product")
+    for sub in held:
+        blockers.append(
+            f"The project holds {sub.quantity} x {sub.product.name}. Cancel it on the quota "
+            "page first (the cancel ends its billing); then delete."
+        )
+    if project.usage_records.filter(released_at__isnull=True).exists():
+        blockers.append(
+            "A pod of the project still holds a GPU slice. Delete its workloads (or wait for "
+            "the cancel's grace period to end), then delete the project."
+        )
+    return blockers
+
+
+@transaction.atomic
+def delete_project(*, membership: Membership, project_id: int) -> bool:
+    """Delete a project; owners only. Returns True if it was removed from the database.
+
+    A project that never ordered is removed; one whose orders are all ended (nothing in
+    progress, no slice held, no claim open) is marked deleted and kept for its billing history
+    (orders, usage, invoices). Either way it leaves every page at once and, on commit, the
+    controller removes its namespace; cluster access to it ends first (its RoleBindings and
+    accounts are deleted before the namespace). Refused, changing nothing, while
+    `deletion_blockers` names a reason."""
     _require_owner(membership, "delete projects")
     project = _locked_in_organization(Project, project_id, membership)
     if project is None:
         raise ServiceError("That project does not exist (any more).")
-    if project.orders.exists():
-        raise ServiceError(
-            f"Project {project.name} has orders, which are kept as billing history, so it "
-            "cannot be deleted. Cancel its slices instead; an empty project costs nothing."
-        )
+    blockers = deletion_blockers(project)
+    if blockers:
+        raise ServiceError(f"Project {project.name} cannot be deleted yet: " + " ".join(blockers))
     record_audit(
         actor=membership.user,
         action="project.delete",
@@ -200,8 +246,14 @@ def delete_project(*, membership: Membership, project_id: int) -> None:
         before={"namespace": project.namespace},
     )
     namespace = project.namespace
-    project.delete()
+    kept = project.orders.exists()
+    if kept:  # the row is locked: a save (with its signal to the live pages) is safe
+        project.deleted_at = timezone.now()
+        project.save(update_fields=["deleted_at"])
+    else:
+        project.delete()
     enqueue_retire_namespace(namespace)
+    return not kept
 
 
 def _set_status(

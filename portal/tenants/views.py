@@ -6,7 +6,7 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
@@ -15,7 +15,13 @@ from portal.core import throttle
 from portal.tenants import selectors, services
 from portal.tenants.context import current_project, nav_context
 from portal.tenants.errors import ServiceError
-from portal.tenants.forms import InviteForm, ProjectForm, SignUpForm, SwitchProjectForm
+from portal.tenants.forms import (
+    InvitedSignUpForm,
+    InviteForm,
+    ProjectForm,
+    SignUpForm,
+    SwitchProjectForm,
+)
 
 SESSION_INVITATION = "tranche_invitation_id"
 
@@ -84,7 +90,7 @@ def organization(request: HttpRequest, organization_id: int) -> HttpResponse:
     if request.method == "POST":
         try:
             action = request.POST.get("form")
-            if action in ("remove_member", "delete_project"):
+            if action == "remove_member":
                 return _owner_action(request, membership, action)
             if action == "invite":
                 invite_form = InviteForm(request.POST)
@@ -125,17 +131,50 @@ def organization(request: HttpRequest, organization_id: int) -> HttpResponse:
 
 
 def _owner_action(request: HttpRequest, membership, action: str) -> HttpResponse:
-    """Remove a member or delete a project (owners; the services check), then back to the page."""
+    """Remove a member (owners; the service checks), then back to the page."""
     target = request.POST.get("target", "")
     if not target.isdigit() or len(target) > 18:
-        raise ServiceError("Choose a member or project from the page.")
-    if action == "remove_member":
-        services.remove_member(membership=membership, member_id=int(target))
-        messages.success(request, "Member removed; their cluster access ends within seconds.")
-    else:
-        services.delete_project(membership=membership, project_id=int(target))
-        messages.success(request, "Project deleted; its namespace is being removed.")
+        raise ServiceError("Choose a member from the page.")
+    services.remove_member(membership=membership, member_id=int(target))
+    messages.success(request, "Member removed; their cluster access ends within seconds.")
     return redirect("organization", organization_id=membership.organization_id)
+
+
+@login_required
+def delete_project(request: HttpRequest, organization_id: int, project_id: int) -> HttpResponse:
+    """GET: what deleting the project does, or why it cannot be deleted yet. POST: delete it
+    (owners; `services.delete_project` checks again under a lock)."""
+    membership = selectors.get_membership(request.user, organization_id)
+    project = (
+        selectors.projects_of(request.user)
+        .filter(pk=project_id, organization_id=membership.organization_id)
+        .first()
+    )
+    if project is None:
+        raise Http404("No such project.")
+    status = 200
+    if request.method == "POST":
+        try:
+            removed = services.delete_project(membership=membership, project_id=project.pk)
+        except ServiceError as error:
+            messages.error(request, str(error))
+            status = error.status
+        else:
+            kept = "" if removed else " Its orders and invoices are kept on the billing page."
+            messages.success(
+                request,
+                f"Project {project.name} deleted; its namespace {project.namespace} is being "
+                f"removed from the cluster.{kept}",
+            )
+            return redirect("organization", organization_id=membership.organization_id)
+    context = {
+        "membership": membership,
+        "project": project,
+        "blockers": services.deletion_blockers(project),
+        "has_orders": project.orders.exists(),
+        **nav_context(request),
+    }
+    return render(request, "tenants/delete_project.html", context, status=status)
 
 
 def accept_invitation(request: HttpRequest) -> HttpResponse:
@@ -154,6 +193,20 @@ def accept_invitation(request: HttpRequest) -> HttpResponse:
         return render(request, "tenants/invitation_open.html", nav_context(request))
     invitation = selectors.get_opened_invitation(invitation_id)
     status = 200
+    form = InvitedSignUpForm(email=invitation.email)
+    if request.method == "POST" and not request.user.is_authenticated:
+        form = InvitedSignUpForm(request.POST, email=invitation.email)
+        if form.is_valid():
+            try:
+                user = services.sign_up_invited(invitation=invitation, **form.cleaned_data)
+            except ServiceError as error:
+                form.add_error("username", str(error))
+            else:
+                login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+                request.session.pop(SESSION_INVITATION, None)
+                messages.success(request, f"Welcome! You joined {invitation.organization.name}.")
+                return redirect("organization", organization_id=invitation.organization_id)
+        status = 400
     if request.method == "POST" and request.user.is_authenticated:
         try:
             membership = services.accept_invitation(user=request.user, invitation=invitation)
@@ -164,7 +217,7 @@ def accept_invitation(request: HttpRequest) -> HttpResponse:
             request.session.pop(SESSION_INVITATION, None)
             messages.success(request, f"You joined {membership.organization.name}.")
             return redirect("organization", organization_id=membership.organization_id)
-    context = {"invitation": invitation, **nav_context(request)}
+    context = {"invitation": invitation, "form": form, **nav_context(request)}
     return render(request, "tenants/invitation.html", context, status=status)
 
 

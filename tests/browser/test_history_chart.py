@@ -1,9 +1,11 @@
-"""The history charts draw in chromium with the pod's real samples: three minutes of history
-written earlier plus one report a node agent sends over /ws/agent/ to a real daphne give four
-points on the pod's GPU-memory and compute lines, at the heights the samples say.
+"""The live page's charts (uPlot, vendored) in chromium against a real daphne: a pod's history
+and its agent's reports become points with axes, units and hover values; a new pod's chart
+appears with its first report, grows with each one, and its memory bar moves when the
+workload allocates; a pod its node stops reporting has its chart folded away.
 
-The charts are server-rendered SVG and are not redrawn live (status.js updates the tables only),
-so the page is loaded after the agent's report; the live rows are covered by test_live_status."""
+History written earlier plays the database's past; the reports come from a node agent's
+websocket (/ws/agent/), as a real agent sends them. Screenshots are kept under the test's
+tmp dir."""
 
 from __future__ import annotations
 
@@ -11,87 +13,125 @@ import json
 import time
 from datetime import UTC, datetime, timedelta
 
-from django.conf import settings
 from django.db import connection
-from django.test import Client
 from playwright.sync_api import expect
 from websockets.sync.client import connect
 
 from portal.agents import history, services
 from portal.agents.bindings import write_pod_states
-from portal.status.charts import HEIGHT
 from tests.helpers.factories import make_world
-from tests.helpers.portal import serve_portal
+from tests.helpers.portal import serve_portal, signed_in_context
 
 GIB = 1024**3
+MIB = 1024**2
 NODE = "kwok-gpu-0"
-POD = "train-0"
+GPUS = [{"uuid": "GPU-1", "name": "Tesla V100-PCIE-32GB", "memory_total_bytes": 32 * GIB,
+         "memory_used_bytes": 0}]  # fmt: skip
 
 
-def _points(polyline) -> list[tuple[float, float]]:
-    raw = polyline.get_attribute("points").split()
-    return [(float(x), float(y)) for x, y in (p.split(",") for p in raw)]
+def _frame(seq: int, ns: str, pods: list[dict], removed: list | None = None) -> str:
+    return json.dumps(
+        {"type": "status", "node": NODE, "seq": seq, "ts": time.time(), "full": False,
+         "dropped": 0, "gpus": GPUS, "pods": pods, "removed": removed or []}
+    )  # fmt: skip
 
 
-def test_chart_draws_the_pods_samples(browser, transactional_db):
+def _pod(ns: str, name: str, used_gib: float, compute: float) -> dict:
+    return {"namespace": ns, "pod": name, "uid": f"uid-{name}", "gpu_uuid": "GPU-1",
+            "memory_limit_bytes": 8 * GIB, "memory_used_bytes": int(used_gib * GIB),
+            "rejected_allocations": 0, "compute_target_percent": 25,
+            "compute_used_percent": compute, "throttled_seconds": 0.0, "processes": 1}  # fmt: skip
+
+
+def _send(agent, portal, frame: str) -> None:
+    agent.send(frame)
+    assert "ack" in json.loads(agent.recv(timeout=10)), portal.log_tail()
+
+
+def test_charts_show_history_and_grow_live(browser, transactional_db, tmp_path):
     world = make_world()
     project, ns = world.project_a, world.project_a.namespace
     now = datetime.now(tz=UTC)
-    # One sample in each of three minutes hours apart: each falls in its own chart bucket
-    # whatever the bucket boundaries, so the pod's line has exactly one point per sample.
+    # train-0 ran for hours (three 15-minute buckets) and in the last hour (three minutes).
     history.record_samples(
         [
-            history.Sample(project.pk, ns, POD, (now - timedelta(hours=h)).timestamp(),
-                           used * GIB, 8 * GIB, float(10 * used), 50)
-            for h, used in ((6, 1), (4, 2), (2, 3))
+            history.Sample(project.pk, ns, "train-0", (now - timedelta(minutes=m)).timestamp(),
+                           used * GIB, 8 * GIB, float(5 * used), 25)
+            for m, used in ((360, 1), (240, 2), (120, 3), (30, 4), (20, 5), (10, 6))
         ]
     )  # fmt: skip
     token = services.issue_node_token(NODE)
-    write_pod_states(project.pk, {POD: {"phase": "Running", "reason": "", "node": NODE}})
-    client = Client()
-    client.force_login(world.viewer)
-    session = client.cookies[settings.SESSION_COOKIE_NAME].value
+    bound = {n: {"phase": "Running", "reason": "", "node": NODE} for n in ("train-0", "new-0")}
+    write_pod_states(project.pk, bound)
     with serve_portal(connection.settings_dict["NAME"]) as portal:
-        base = portal.url.replace("ws://", "http://").removesuffix("/ws/agent/")
-        frame = {
-            "type": "status", "node": NODE, "seq": 1, "ts": time.time(), "full": False,
-            "dropped": 0, "gpus": [], "removed": [],
-            "pods": [{"namespace": ns, "pod": POD, "uid": "uid-1", "gpu_uuid": "GPU-1",
-                      "memory_limit_bytes": 8 * GIB, "memory_used_bytes": 4 * GIB,
-                      "rejected_allocations": 0, "compute_target_percent": 50,
-                      "compute_used_percent": 40.0, "throttled_seconds": 0.0, "processes": 1}],
-        }  # fmt: skip
-        headers = {"Authorization": f"Bearer {token}", "X-Tranche-Node": NODE, "Origin": base}
+        headers = {"Authorization": f"Bearer {token}", "X-Tranche-Node": NODE,
+                   "Origin": portal.http_base}  # fmt: skip
         with connect(portal.url, additional_headers=headers, open_timeout=10) as agent:
-            agent.send(json.dumps(frame))
-            assert "ack" in json.loads(agent.recv(timeout=10)), portal.log_tail()
-        context = browser.new_context(base_url=base)
+            _send(agent, portal, _frame(1, ns, [_pod(ns, "train-0", 7, 20.0)]))
+        context = signed_in_context(browser, world.viewer, portal.http_base)
         try:
-            context.add_cookies(
-                [{"name": settings.SESSION_COOKIE_NAME, "value": session, "url": base}]
-            )
             page = context.new_page()
-            page.goto(f"/projects/{project.pk}/status/")
-            expect(page.locator("#no-history")).to_have_count(0)
-            figure = page.locator(f'figure.pod-chart[data-pod="{POD}"]')
-            memory, compute = figure.locator("svg.chart").all()
-            expect(memory).to_be_visible()
-            expect(compute).to_be_visible()
-            expect(memory.locator("title")).to_contain_text("GPU memory used / limit")
-            expect(compute.locator("title")).to_contain_text("Compute used / target")
-            # Used memory 1, 2, 3, 4 GiB of an 8 GiB limit; compute 10..40 % of a 50 % target.
-            for svg, top, used in ((memory, 8, [1, 2, 3, 4]), (compute, 50, [10, 20, 30, 40])):
-                line = _points(svg.locator("polyline.used"))
-                limit = _points(svg.locator("polyline.limit"))
-                assert len(line) == len(limit) == 4, (line, limit)
-                xs = [x for x, _ in line]
-                assert xs == sorted(xs)
-                assert len(set(xs)) == 4
-                assert [y for _, y in line] == [round(HEIGHT - HEIGHT * u / top, 1) for u in used]
-                assert {y for _, y in limit} == {0.0}  # the limit/target is the top of the chart
-            project_line = _points(
-                page.locator("#project-chart svg.chart").first.locator("polyline.used")
+            csp: list[str] = []  # uPlot and the page's scripts run under the portal's CSP
+            page.on(
+                "console", lambda m: csp.append(m.text) if "Security Policy" in m.text else None
             )
-            assert [y for _, y in project_line] == [42.0, 36.0, 30.0, 24.0]
+            page.set_viewport_size({"width": 1280, "height": 900})
+            page.goto(f"/projects/{project.pk}/status/")
+            expect(page.locator("#live-status")).to_have_attribute("data-state", "live")
+            old = page.locator('#charts figure[data-pod="train-0"]')
+            # two charts (memory, compute), each with its axes' labels and a legend
+            expect(old.locator(".uplot")).to_have_count(2)
+            memory = old.locator('.chart[data-kind="memory"]')
+            expect(memory.locator(".u-axis")).to_have_count(2)
+            expect(memory.locator(".u-legend")).to_contain_text("Slice limit")
+            expect(memory.locator(".u-legend")).to_contain_text("GPU memory used")
+            shown = page.evaluate("window.trancheCharts.series('train-0')")
+            # the six samples of its history, then the report's minute (and the live row)
+            assert shown["memory_used"][:6] == [1024.0, 2048.0, 3072.0, 4096.0, 5120.0, 6144.0]
+            assert set(shown["memory_used"][6:]) == {7168.0}
+            assert set(shown["memory_limit"]) == {8192.0}
+            assert set(shown["compute_target"]) == {25.0}
+            assert shown["t"] == sorted(shown["t"])
+            # the last hour is per minute: its three samples are 10 minutes apart
+            assert [b - a for a, b in zip(shown["t"][3:5], shown["t"][4:6], strict=True)] == [
+                600,
+                600,
+            ]
+            # hover values: pointing at the chart's plot shows the values with units
+            memory.locator(".u-over").hover()
+            expect(memory.locator(".u-legend .u-value").nth(2)).to_contain_text("GiB")
+            with connect(portal.url, additional_headers=headers, open_timeout=10) as agent:
+                started = time.monotonic()
+                _send(agent, portal, _frame(2, ns, [_pod(ns, "new-0", 1, 5.0)]))
+                new = page.locator('#charts figure[data-pod="new-0"]')
+                expect(new.locator(".uplot")).to_have_count(2, timeout=30_000)
+                expect(new.locator('.chart[data-kind="memory"] .u-axis')).to_have_count(2)
+                expect(new).to_have_attribute("data-points", "1")
+                assert time.monotonic() - started < 30
+                row = page.locator('#pods tr[data-key$="/new-0"]')
+                gauge = row.locator('td[data-field="memory"] meter')
+                expect(gauge).to_have_attribute("value", "1024")
+                expect(row.locator('td[data-field="gpu"]')).to_contain_text(
+                    "Tesla V100-PCIE-32GB · 8 GiB slice · 25 %"
+                )
+                page.screenshot(path=str(tmp_path / "live-first-report.png"), full_page=True)
+                time.sleep(0.01)  # the next report's agent clock must be later than the first
+                _send(agent, portal, _frame(3, ns, [_pod(ns, "new-0", 6, 24.0)]))
+                expect(gauge).to_have_attribute("value", "6144")
+                expect(row.locator('td[data-field="compute"] meter')).to_have_attribute(
+                    "value", "24"
+                )
+                expect(new).to_have_attribute("data-points", "2")
+                assert page.evaluate("window.trancheCharts.series('new-0')")["memory_used"] == [
+                    1024.0,
+                    6144.0,
+                ]
+                page.screenshot(path=str(tmp_path / "live-allocated.png"), full_page=True)
+                _send(agent, portal, _frame(4, ns, [], [{"namespace": ns, "pod": "new-0"}]))
+                expect(page.locator('#gone-charts figure[data-pod="new-0"]')).to_have_count(1)
+                expect(page.locator("#gone-charts")).to_be_visible()
+                expect(page.locator("#gone-count")).to_have_text("1")
+                expect(page.locator('#charts figure[data-pod="new-0"]')).to_have_count(0)
+            assert csp == []
         finally:
             context.close()

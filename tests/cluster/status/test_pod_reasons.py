@@ -30,7 +30,9 @@ def _rows(page: str) -> dict[str, dict[str, str]]:
     rows = {}
     for key, body in re.findall(r'<tr data-key="([^"]+)"[^>]*>(.*?)</tr>', page, flags=re.S):
         cells = re.findall(r'<td data-field="(\w+)">(.*?)</td>', body, flags=re.S)
-        rows[html.unescape(key)] = {f: " ".join(html.unescape(t).split()) for f, t in cells}
+        rows[html.unescape(key)] = {
+            f: " ".join(html.unescape(re.sub(r"<[^>]+>", " ", t)).split()) for f, t in cells
+        }
     return rows
 
 

@@ -93,15 +93,18 @@ def test_quota_status_feeds_cpu_and_memory_used(world):
 
 
 def test_pod_events_timeline_is_shown_as_text_live_and_on_load(world):
-    """Data written is data shown: the watcher's Warning events of a pod (time, reason, message)
-    reach the open page's row and the page as loaded, newest first, markup kept as text."""
+    """Data written is data shown: the watcher's Warning events of a pod reach the open page's
+    row and the page as loaded as one line per reason in the tenant's words (count, last
+    time), the most recent first, and as Kubernetes wrote them behind "Details", markup kept as
+    text."""
     from django.test import Client
     from django.urls import reverse
 
     project, ns = world.project_a, world.project_a.namespace
     timeline = (
-        ("2026-12-01T10:00:00Z", "FailedScheduling", "0/2 nodes are available"),
-        ("2026-12-01T10:05:00Z", "BackOff", "Back-off pulling image <b>bad:ref</b>"),
+        ("2025-01-02T10:00:00Z", "FailedScheduling", "0/2 nodes are available"),
+        ("2025-01-02T10:01:00Z", "FailedScheduling", "0/3 nodes are available"),
+        ("2025-01-02T10:05:00Z", "BackOff", "Back-off pulling image <b>bad:ref</b>"),
     )
     pod = PodFacts("train", gpu_classes=(CLS,), unschedulable_message=FULL, timeline=timeline)
 
@@ -120,14 +123,22 @@ def test_pod_events_timeline_is_shown_as_text_live_and_on_load(world):
 
     row = asyncio.run(scenario())
     assert row["cells"]["events"] == (
-        "2026-12-01T10:05:00Z BackOff: Back-off pulling image <b>bad:ref</b>\n"
-        "2026-12-01T10:00:00Z FailedScheduling: 0/2 nodes are available"
+        "The container keeps stopping and is restarted with a growing delay (BackOff), once, "
+        "last at 2 Jan 2025, 10:05 UTC\n"
+        "No node could take the pod yet (FailedScheduling), 2 times, last at 2 Jan 2025, 10:01 UTC"
+    )
+    assert row["raw"] == (
+        "2025-01-02T10:05:00Z BackOff: Back-off pulling image <b>bad:ref</b>\n"
+        "2025-01-02T10:01:00Z FailedScheduling: 0/3 nodes are available\n"
+        "2025-01-02T10:00:00Z FailedScheduling: 0/2 nodes are available"
     )
     assert PodState.objects.get(namespace=ns, name="train").events == [list(e) for e in timeline]
     client = Client()
     client.force_login(world.member)
     html = client.get(reverse("project_status", args=[project.pk])).content.decode()
-    assert "2026-12-01T10:05:00Z BackOff: Back-off pulling image &lt;b&gt;bad:ref&lt;/b&gt;" in html
+    assert "No node could take the pod yet (FailedScheduling), 2 times" in html
+    assert "<summary>Details</summary>" in html
+    assert "2025-01-02T10:05:00Z BackOff: Back-off pulling image &lt;b&gt;bad:ref&lt;/b&gt;" in html
     assert "<b>bad:ref</b>" not in html
     assert '<th scope="col" data-field="events">Recent warnings</th>' in html
     # bounded: only the last EVENTS_SHOWN events are kept, each message cut to its column
@@ -137,3 +148,17 @@ def test_pod_events_timeline_is_shown_as_text_live_and_on_load(world):
     stored = PodState.objects.get(namespace=ns, name="train").events
     assert [e[0] for e in stored] == [f"T{i:02d}" for i in range(15, 25)]
     assert {len(e[2]) for e in stored} == {300}
+    assert all(e[2].endswith("…") for e in stored)
+    # cut at a word, never mid-word; and the pod's warnings are cleared once it runs
+    words = ("word " * 100).strip()
+    pod = PodFacts("train", gpu_classes=(CLS,), unschedulable_message=FULL,
+                   timeline=(("T", "BackOff", words),))  # fmt: skip
+    record()
+    (stored_event,) = PodState.objects.get(namespace=ns, name="train").events
+    assert stored_event[2].endswith("word…")
+    assert len(stored_event[2]) <= 300
+    pod = PodFacts(
+        "train", phase="Running", gpu_classes=(CLS,), timeline=(("T", "BackOff", words),)
+    )
+    record()
+    assert PodState.objects.get(namespace=ns, name="train").events == []

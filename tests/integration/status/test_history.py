@@ -51,15 +51,30 @@ def test_samples_fold_per_minute_and_old_rows_go():
     assert all(p.memory_limit_bytes == 8 * GIB for p in points)
 
 
-def test_live_page_draws_the_charts():
+def test_live_page_carries_the_chart_data():
+    """The page carries each series as numbers for its charts (drawn by uPlot in the browser,
+    tests/browser/test_history_chart.py): the last hour per minute, a pod with history but no
+    agent row folded under "Pods no longer reported"."""
+    import json
+    import re
+
     world = make_world()
     pid = world.project_a.pk
     now = datetime.now(tz=UTC)
-    history.record_samples(_samples(pid, "train", now - timedelta(minutes=30), 600), now)
+    start = now.replace(second=0, microsecond=0) - timedelta(minutes=30)  # ten whole minutes
+    history.record_samples(_samples(pid, "train", start, 600), now)
     client = Client()
     client.force_login(world.member)
     page = client.get(reverse("project_status", args=[pid])).content.decode()
-    assert '<figure id="project-chart"><svg class="chart"' in page
-    assert 'data-pod="train"' in page
-    assert page.count("<polyline") >= 8  # project and pod: memory and compute, used and limit
-    assert "GPU memory used / limit" in page
+    found = re.search(r'<script id="chart-data" type="application/json">(.*?)</script>', page)
+    data = json.loads(found.group(1))
+    train = data["pods"]["train"]
+    assert len(train["t"]) == 10  # ten minutes of samples, one point each
+    assert [b - a for a, b in zip(train["t"], train["t"][1:], strict=False)] == [60] * 9
+    assert max(train["memory_used"]) == round(59 * GIB // 60 / 2**20, 1)
+    assert set(train["memory_limit"]) == {8192.0}
+    assert set(train["compute_target"]) == {25.0}
+    assert data["project"]["t"] == train["t"]
+    gone = page[page.index('id="gone-charts"') :]
+    assert 'data-pod="train"' in gone  # no agent reports it now
+    assert 'id="gone-count">1<' in page

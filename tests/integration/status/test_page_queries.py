@@ -20,7 +20,7 @@ from portal.orders.models import Order, ProjectUsage, Subscription
 from portal.status.models import PodState
 
 GIB = 1024**3
-QUOTA_QUERIES = 10  # session, user, project, membership, 4 for the lines, 2 for the navigation
+QUOTA_QUERIES = 10  # session, user, project, membership, 3 lines, CPU/RAM waits, 2 navigation
 STATUS_QUERIES = 10  # session, user, project, pods, cluster rows, 3 for the charts, 2 navigation
 
 

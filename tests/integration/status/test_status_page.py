@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 import pytest
 from django.urls import reverse
 
-from portal.agents.models import PodSliceStatus
+from portal.agents.models import NodeToken, PodSliceStatus
 from tests.helpers.factories import make_staff
 
 MIB = 1024 * 1024
@@ -37,6 +37,17 @@ def pod(world) -> PodSliceStatus:
 
 @pytest.mark.parametrize("role", ["owner", "member", "viewer"])
 def test_every_role_of_the_organization_sees_the_pods(world, pod, client_of, role):
+    # the node's agent listed its GPUs: the page names the pod's GPU model, slice and share
+    NodeToken.objects.create(
+        node_name="kwok-gpu-0",
+        token_hash="0" * 64,
+        gpus=[
+            {"uuid": "GPU-0", "name": "Other model", "memory_total_bytes": 1,
+             "memory_used_bytes": 0},
+            {"uuid": "GPU-1", "name": "Tesla V100-PCIE-32GB", "memory_total_bytes": 32 << 30,
+             "memory_used_bytes": 0},
+        ],
+    )  # fmt: skip
     response = client_of(getattr(world, role)).get(
         reverse("project_status", args=[world.project_a.pk])
     )
@@ -49,9 +60,13 @@ def test_every_role_of_the_organization_sees_the_pods(world, pod, client_of, rol
         "6144 / 8192 MiB (75%)",
         "24.5% / 25%",
         "1.50 s",
-        "2025-01-02 03:04:05 UTC",
+        "2 Jan 2025, 03:04 UTC",
+        "Tesla V100-PCIE-32GB · 8 GiB slice · 25 %",
+        '<meter min="0" max="8192.0" high="7373" value="6144.0"',
+        '<meter min="0" max="25" high="22" value="24.5"',
     ):
         assert text in html
+    assert "Other model" not in html
     assert f"/ws/projects/{world.project_a.pk}/status/" in html
     assert reverse("project_status", args=[world.project_a.pk]) in html  # nav link
 

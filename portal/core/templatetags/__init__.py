@@ -1,0 +1,1 @@
+"""Template filters every portal page shares (`{% load human %}`)."""

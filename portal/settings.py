@@ -205,7 +205,16 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_ALWAYS_EAGER = False
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+# The Redis transport with a restore that cannot kill the worker (portal/core/broker.py).
+if CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
+    CELERY_BROKER_TRANSPORT = "portal.core.broker:Transport"
+# A message a killed worker held is redelivered this long after its delivery: longer than the
+# longest task (a resync of every project: ~1 min at 1,000 projects; reconciles take seconds),
+# short enough that nothing waits an hour. A task still running when it expires may run twice
+# at once; every task is idempotent and reconciles take a per-project lock.
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "visibility_timeout": env_int("TRANCHE_BROKER_VISIBILITY_TIMEOUT", 300, minimum=30)
+}
 CELERY_TASK_DEFAULT_QUEUE = env_str("TRANCHE_CELERY_QUEUE", "tranche")
 # Worker, beat and watcher prove they are alive this often; /readyz calls one stale after 3 periods.
 TRANCHE_HEARTBEAT_SECONDS = env_int("TRANCHE_HEARTBEAT_SECONDS", 30, minimum=1)

@@ -247,6 +247,13 @@ BILLING_SELLER = {
 # An order pending or provisioning longer than this is a stalled reconcile: controller readiness
 # fails and the tenant's order page says provisioning is delayed (portal/orders/backlog.py).
 PROVISIONING_DELAYED_SECONDS = env_int("TRANCHE_PROVISIONING_DELAYED_SECONDS", 60, minimum=1)
+# Node agents report every TRANCHE_AGENT_REPORT_SECONDS (their --interval); a node is late after
+# two missed reports (plus one period of slack for scheduling): its rows on the live page are
+# marked stale and the support console names it (portal/status/fleet.py).
+AGENT_REPORT_SECONDS = env_float("TRANCHE_AGENT_REPORT_SECONDS", 1.0, minimum=0.1)
+AGENT_LATE_SECONDS = env_float(
+    "TRANCHE_AGENT_LATE_SECONDS", 3 * AGENT_REPORT_SECONDS, minimum=AGENT_REPORT_SECONDS
+)
 CONTROLLER_CANCEL_GRACE_SECONDS = env_int("TRANCHE_CANCEL_GRACE_SECONDS", 3600, minimum=0)
 # How long an invitation link works (issue #14: bearer links must expire).
 TRANCHE_INVITATION_DAYS = env_int("TRANCHE_INVITATION_DAYS", 7, minimum=1)

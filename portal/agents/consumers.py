@@ -101,7 +101,7 @@ class AgentConsumer(DirectDispatch, AsyncWebsocketConsumer):
             )  # fmt: skip
         events = recorded.events
         try:
-            for item in events:
+            for item in (*events, *recorded.seen):
                 await self.channel_layer.group_send(project_group(item.project_id), item.event)
             # the support console follows slices, GPUs and the agent's findings (its alerts)
             if events or msg.gpus or msg.findings:

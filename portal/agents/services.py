@@ -24,7 +24,7 @@ from django.utils import timezone
 
 from portal.agents import history
 from portal.agents.bindings import pod_bindings
-from portal.agents.events import PodRemovedEvent, PodStatusEvent, ProjectEvent
+from portal.agents.events import NodeSeenEvent, PodRemovedEvent, PodStatusEvent, ProjectEvent
 from portal.agents.models import NodeToken, PodSliceStatus
 from portal.agents.rows import PodRow, pod_row
 from portal.tenants.models import Project
@@ -197,6 +197,7 @@ class Recorded:
 
     events: list[Published]
     refused: list[RefusedEntry]
+    seen: list[Published]  # node.seen for every project with a row on the node
 
 
 @transaction.atomic
@@ -251,9 +252,24 @@ def record_status(node_name: str, msg: StatusMessage) -> Recorded:
         ).delete()
         if deleted and r["namespace"] in projects:
             events.append(_removed_event(projects[r["namespace"]], r))
-    seen = {"last_seen_at": timezone.now(), "gpus": msg.gpus, "dropped_messages": msg.dropped}
+    now = timezone.now()
+    seen = {"last_seen_at": now, "gpus": msg.gpus, "dropped_messages": msg.dropped}
     if msg.findings:  # rare; the node's own agent is the only writer of its row
         kept = NodeToken.objects.filter(node_name=node_name).values_list("findings", flat=True)
         seen["findings"] = [*(kept.first() or []), *msg.findings][-FINDINGS_KEPT:]
     NodeToken.objects.filter(node_name=node_name).update(**seen)
-    return Recorded(events, refused)
+    return Recorded(events, refused, _seen_events(node_name, now))
+
+
+def _seen_events(node_name: str, at: datetime) -> list[Published]:
+    """node.seen for each project with a row on the node (one indexed query)."""
+    text = json.dumps({"type": "seen", "node": node_name, "at": at.timestamp()})
+    projects = (
+        PodSliceStatus.objects.filter(node_name=node_name)
+        .values_list("project_id", flat=True)
+        .distinct()
+    )
+    return [
+        Published(pid, NodeSeenEvent(type="node.seen", node=node_name, text=text))
+        for pid in projects
+    ]

@@ -56,7 +56,10 @@ def test_apiserver_down_is_seen_by_readiness_tenants_and_support(tenant, setting
     def console_finding() -> bool:
         return "Orders wait for the cluster" in staff.get("/support/").content.decode()
 
-    wait_for(controller_ready, 30, "controller readiness before the freeze")
+    def said() -> str:
+        return str(Client().get("/readyz?scope=controller").json())
+
+    wait_for(controller_ready, 30, "controller readiness before the freeze", said)
     assert owner.get(order_page).status_code == 200
     assert not delayed()
     pid = _apiserver_pid()
@@ -77,7 +80,7 @@ def test_apiserver_down_is_seen_by_readiness_tenants_and_support(tenant, setting
     finally:
         os.kill(pid, signal.SIGCONT)
     resumed = time.monotonic()
-    wait_for(controller_ready, 15, "controller readiness after the API server returned")
+    wait_for(controller_ready, 15, "controller readiness after the API server returned", said)
     cleared = time.monotonic() - resumed
     wait_for(lambda: not delayed(), 10, "the order page's notice to clear")
     wait_for(lambda: not console_finding(), 10, "the console's finding to clear")

@@ -131,18 +131,60 @@ def start_detached(name: str, argv: list[str], state: Path, env: dict[str, str])
 
 def stop_pid(pid: int, argv0: str | None = None, timeout: float = STOP_GRACE_SECONDS) -> None:
     """SIGTERM the process (its whole group when it leads one), SIGKILL what is left after
-    `timeout` seconds; returns once it is gone."""
-    for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 5.0)):
-        if not is_ours(pid, argv0):
-            return
+    `timeout` seconds; returns once it is gone. When it led its group, whatever is left of the
+    group after the leader exited (a child that ignored SIGTERM) is SIGKILLed too, so stopping
+    leaves no process of it behind (issue #30: `make stop` must leave nothing of the stack)."""
+    try:
+        leads = is_ours(pid, argv0) and os.getpgid(pid) == pid
+    except ProcessLookupError:
+        return
+    try:
+        for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 5.0)):
+            if not is_ours(pid, argv0):
+                return
+            try:
+                if leads:
+                    os.killpg(pid, sig)
+                else:
+                    os.kill(pid, sig)
+            except ProcessLookupError:
+                return
+            if wait_until(lambda: not is_ours(pid, argv0), wait, 0.05):
+                return
+    finally:
+        if leads:
+            _kill_group_leftovers(pid, timeout)
+
+
+def _group_members(pgid: int) -> list[int]:
+    """Live (not zombie) processes of group `pgid`, from /proc/<pid>/stat."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
         try:
-            if os.getpgid(pid) == pid:
-                os.killpg(pid, sig)
-            else:
-                os.kill(pid, sig)
-        except ProcessLookupError:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rpartition(")")[2].split()  # after "(comm)": state, ppid, pgrp, ...
+        if len(fields) > 2 and fields[0] != "Z" and fields[2] == str(pgid):
+            found.append(int(entry.name))
+    return found
+
+
+def _kill_group_leftovers(pgid: int, timeout: float) -> None:
+    """SIGTERM then SIGKILL the members left in group `pgid` (its leader is gone: the group id
+    cannot be reused while any member lives, so nothing else can be hit)."""
+
+    def group_alive() -> bool:
+        return bool(_group_members(pgid))
+
+    for sig, wait in ((signal.SIGTERM, min(timeout, 2.0)), (signal.SIGKILL, 5.0)):
+        if not group_alive():
             return
-        if wait_until(lambda: not is_ours(pid, argv0), wait, 0.05):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, sig)
+        if wait_until(lambda: not group_alive(), wait, 0.05):
             return
 
 

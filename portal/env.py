@@ -7,6 +7,7 @@ start-up with a sentence rather than later with a traceback. Secrets also accept
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 
@@ -44,6 +45,21 @@ def env_int(name: str, default: int, *, minimum: int | None = None) -> int:
         value = int(raw)
     except ValueError as exc:
         raise ConfigError(f"{name}={raw!r} is not an integer") from exc
+    if minimum is not None and value < minimum:
+        raise ConfigError(f"{name}={value} is below the minimum of {minimum}")
+    return value
+
+
+def env_float(name: str, default: float, *, minimum: float | None = None) -> float:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError as exc:
+        raise ConfigError(f"{name}={raw!r} is not a number") from exc
+    if not math.isfinite(value):
+        raise ConfigError(f"{name}={raw!r} is not a finite number")
     if minimum is not None and value < minimum:
         raise ConfigError(f"{name}={value} is below the minimum of {minimum}")
     return value

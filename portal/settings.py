@@ -9,7 +9,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from portal.env import ConfigError, env_bool, env_int, env_list, env_secret, env_str
+from portal.env import (
+    ConfigError,
+    env_bool,
+    env_float,
+    env_int,
+    env_list,
+    env_secret,
+    env_str,
+)
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 STATE_DIR = Path(env_str("TRANCHE_STATE_DIR", str(BASE_DIR / ".state")))
@@ -116,9 +124,15 @@ DB_POOL_MIN_SIZE = min(env_int("TRANCHE_DB_POOL_MIN_SIZE", 1, minimum=0), DB_POO
 
 # PostgreSQL is the truth. `make run`/`make test` start a project-owned instance on loopback and
 # export these; point them at an existing server to use that instead.
+# Bounded waits (issue #30): a request waits at most TRANCHE_DB_POOL_TIMEOUT (1 s) for a
+# connection, and not at all while PostgreSQL is known down (portal.core.dbbackend); workers and
+# the watcher, which retry anyway, are started with a longer wait (deploy/local/platform.py,
+# the chart). Every statement has a server-side timeout, every socket TCP keepalives and a
+# user timeout, so a hung database or a lost peer ends in an error instead of a hang.
+DB_STATEMENT_TIMEOUT_MS = env_int("TRANCHE_DB_STATEMENT_TIMEOUT_MS", 30000, minimum=0)
 DATABASES = {
     "default": {
-        "ENGINE": "django.db.backends.postgresql",
+        "ENGINE": "portal.core.dbbackend",
         "NAME": env_str("TRANCHE_DB_NAME", "tranche"),
         "USER": env_str("TRANCHE_DB_USER", "tranche"),
         "PASSWORD": env_secret("TRANCHE_DB_PASSWORD", _local_secret("db-password")),
@@ -126,15 +140,29 @@ DATABASES = {
         "PORT": env_int("TRANCHE_DB_PORT", 15432, minimum=1),
         # The pool owns connection reuse; Django requires CONN_MAX_AGE 0 with it.
         "CONN_MAX_AGE": 0,
+        # A pooled connection is checked (an empty query) before it is given: one that died
+        # with a PostgreSQL restart is replaced instead of failing the request.
+        "CONN_HEALTH_CHECKS": True,
         "OPTIONS": {
-            "connect_timeout": env_int("TRANCHE_DB_CONNECT_TIMEOUT", 5, minimum=1),
+            # libpq's minimum is 2 s; the pool connects in its own threads, so a request never
+            # waits on it (it waits on the pool, above).
+            "connect_timeout": env_int("TRANCHE_DB_CONNECT_TIMEOUT", 3, minimum=2),
+            "options": f"-c statement_timeout={DB_STATEMENT_TIMEOUT_MS}",
+            "keepalives": 1,
+            "keepalives_idle": 10,
+            "keepalives_interval": 3,
+            "keepalives_count": 3,
+            "tcp_user_timeout": 10000,
             "pool": {
                 "min_size": DB_POOL_MIN_SIZE,
                 "max_size": DB_POOL_MAX_SIZE,
-                # A request waits this long for a free connection before it fails (503 page):
-                # long enough for 200 clients on 20 connections (p99 4 s on 2 loaded cores),
-                # short enough that a database outage shows its page soon.
-                "timeout": env_int("TRANCHE_DB_POOL_TIMEOUT", 10, minimum=1),
+                # A request waits this long for a free connection before it fails (503 page);
+                # float seconds. Workers and the watcher are started with a longer one.
+                "timeout": env_float("TRANCHE_DB_POOL_TIMEOUT", 1.0, minimum=0.1),
+                # The pool's reconnect back-off (1, 2, 4 s...) gives up after this long; the
+                # next request that needs a connection starts a fresh attempt at once, so the
+                # back-off never outlives an outage by more than this.
+                "reconnect_timeout": env_float("TRANCHE_DB_RECONNECT_TIMEOUT", 2.0, minimum=0.5),
                 # Connections idle this long are closed, down to min_size.
                 "max_idle": env_int("TRANCHE_DB_POOL_MAX_IDLE", 60, minimum=10),
             },
@@ -179,7 +207,16 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_ALWAYS_EAGER = False
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+# The Redis transport with a restore that cannot kill the worker (portal/core/broker.py).
+if CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
+    CELERY_BROKER_TRANSPORT = "portal.core.broker:Transport"
+# A message a killed worker held is redelivered this long after its delivery: longer than the
+# longest task (a resync of every project: ~1 min at 1,000 projects; reconciles take seconds),
+# short enough that nothing waits an hour. A task still running when it expires may run twice
+# at once; every task is idempotent and reconciles take a per-project lock.
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "visibility_timeout": env_int("TRANCHE_BROKER_VISIBILITY_TIMEOUT", 300, minimum=30)
+}
 CELERY_TASK_DEFAULT_QUEUE = env_str("TRANCHE_CELERY_QUEUE", "tranche")
 # Worker, beat and watcher prove they are alive this often; /readyz calls one stale after 3 periods.
 TRANCHE_HEARTBEAT_SECONDS = env_int("TRANCHE_HEARTBEAT_SECONDS", 30, minimum=1)
@@ -209,6 +246,16 @@ BILLING_SELLER = {
     "vat_id": env_str("TRANCHE_SELLER_VAT_ID", ""),
     "email": env_str("TRANCHE_SELLER_EMAIL", "billing@tranche.invalid"),
 }
+# An order pending or provisioning longer than this is a stalled reconcile: controller readiness
+# fails and the tenant's order page says provisioning is delayed (portal/orders/backlog.py).
+PROVISIONING_DELAYED_SECONDS = env_int("TRANCHE_PROVISIONING_DELAYED_SECONDS", 60, minimum=1)
+# Node agents report every TRANCHE_AGENT_REPORT_SECONDS (their --interval); a node is late after
+# two missed reports (plus one period of slack for scheduling): its rows on the live page are
+# marked stale and the support console names it (portal/status/fleet.py).
+AGENT_REPORT_SECONDS = env_float("TRANCHE_AGENT_REPORT_SECONDS", 1.0, minimum=0.1)
+AGENT_LATE_SECONDS = env_float(
+    "TRANCHE_AGENT_LATE_SECONDS", 3 * AGENT_REPORT_SECONDS, minimum=AGENT_REPORT_SECONDS
+)
 CONTROLLER_CANCEL_GRACE_SECONDS = env_int("TRANCHE_CANCEL_GRACE_SECONDS", 3600, minimum=0)
 # Tenants' network (docs/security.md): Services of type NodePort/LoadBalancer open a port on
 # every node, so they are refused unless the product offers them; each project namespace accepts

@@ -6,7 +6,8 @@ in the columns each field names. Every bound comes from the field's annotation, 
 the column it lands in, so a value the database would refuse (a string longer than its column, an
 integer over a 32-bit column, a timestamp no date can hold, a NUL byte PostgreSQL cannot store in
 text or JSON) is refused here with a reason naming the field, and nothing is stored.
-`pods` holds only pods that changed since the last acknowledged message unless `full` is set.
+`pods` holds the pod entries the agent has not had acknowledged yet (changed since, or refused
+with `retry`) unless `full` is set; the portal answers each frame with a `StatusAck`.
 """
 
 from __future__ import annotations
@@ -155,6 +156,26 @@ class StatusFrame(TypedDict):
     removed: Annotated[list[RemovedPod], Items(RemovedPod)]
     # Optional: agents before it never send it, and an agent with nothing to say leaves it out.
     findings: NotRequired[Annotated[list[Finding], Items(Finding)]]
+
+
+class RefusedEntry(TypedDict):
+    """One pod entry of a frame the portal did not apply, and why. `retry`: the refusal may
+    pass later (the watcher has not bound the pod yet, Redis could not be asked), so the agent
+    keeps the entry and sends it again; False: it never will (a foreign pod), drop it."""
+
+    namespace: str
+    pod: str
+    reason: str
+    retry: bool
+
+
+class StatusAck(TypedDict):
+    """The portal's answer to a frame it validated: every entry not listed in `refused` was
+    applied (each pod entry and each removal on its own). A frame the portal could not read or
+    store at all is answered {"error", "seq"} instead: nothing of it was applied."""
+
+    ack: int
+    refused: NotRequired[list[RefusedEntry]]
 
 
 @dataclass(frozen=True)

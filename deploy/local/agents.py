@@ -10,6 +10,7 @@ detached. Already running agents are kept.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -23,7 +24,20 @@ PREFIX = "kwok-gpu"
 NODE_COUNT = 2
 GPUS_PER_NODE = 4
 GPU_MODEL = "Tesla V100-PCIE-32GB"
-METRICS_BASE_PORT = 9400
+
+
+def metrics_base_port() -> int:
+    """The first agent's metrics port (agent i listens on base + i; 0: none). Settable with
+    TRANCHE_AGENT_METRICS_PORT; by default 1,400 above the portal's port (9400 for 8000), so
+    a second stack with its own TRANCHE_PORT gets its own agents' ports too (issue #30: both
+    stacks' agents wanted 9400/9401 and crash-looped)."""
+    raw = os.environ.get("TRANCHE_AGENT_METRICS_PORT", "").strip()
+    if raw:
+        return int(raw)
+    return int(os.environ.get("TRANCHE_PORT", "8000")) + 1400
+
+
+METRICS_BASE_PORT = metrics_base_port()  # what this process's environment says
 
 
 def node_names(prefix: str = PREFIX) -> list[str]:
@@ -97,7 +111,7 @@ def commands(
     env: dict[str, str],
     port: int,
     prefix: str = PREFIX,
-    metrics_base: int = METRICS_BASE_PORT,
+    metrics_base: int | None = None,
     *,
     skip: set[str] = frozenset(),
 ) -> dict[str, list[str]]:
@@ -124,6 +138,8 @@ def commands(
         kubeconfig = settings.kubeconfig
         if (settings.pki_dir / "kubelet.crt").exists():
             kubelet_tls = settings.pki_dir
+    if metrics_base is None:
+        metrics_base = metrics_base_port()
     api = config.new_client_from_config(str(kubeconfig))
     try:
         nodes = create_fake_gpu_nodes(api, NODE_COUNT, GPU_MODEL, prefix=prefix)
@@ -154,7 +170,7 @@ def start(
     env: dict[str, str],
     port: int,
     prefix: str = PREFIX,
-    metrics_base: int = METRICS_BASE_PORT,
+    metrics_base: int | None = None,
 ) -> list[str]:
     """Start the demo agents as detached processes (no restarts: `make run` puts them under the
     supervisor instead); returns one line per agent for the console.

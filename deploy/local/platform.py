@@ -43,6 +43,19 @@ def _env() -> dict[str, str]:
 # The pre-flight worker's threads share one pool: each holds a connection only around its two
 # short cache queries, never across a registry's network I/O (portal/preflight/scanning.py).
 POOL_SIZES = {"portal": 20, "worker": 2, "beat": 2, "watcher": 2, "preflight": 2}
+# How long each waits for a pooled connection (TRANCHE_DB_POOL_TIMEOUT): a page request ~1 s
+# (the 503 page comes at once during an outage), the others retry anyway and may wait longer.
+POOL_WAITS = {"portal": 1.0, "worker": 10.0, "beat": 10.0, "watcher": 10.0, "preflight": 10.0}
+
+
+def role_env(name: str) -> dict[str, str]:
+    """The environment one supervised process gets on top of the platform's."""
+    return {
+        "TRANCHE_DB_POOL_MAX_SIZE": str(POOL_SIZES[name]),
+        "TRANCHE_DB_POOL_TIMEOUT": str(POOL_WAITS[name]),
+    }
+
+
 WORKER_CONCURRENCY = 2
 PREFLIGHT_THREADS = 8  # image scans wait on registries; threads, not processes
 
@@ -162,10 +175,7 @@ def run() -> None:
     state = services.layout().state
     spec_path, status_path, pidfile = _paths()
     running = supervisor.read_status(status_path) if supervisor.read_pid(pidfile) else {}
-    spec = {
-        name: {"argv": argv, "env": {"TRANCHE_DB_POOL_MAX_SIZE": str(POOL_SIZES[name])}}
-        for name, argv in processes().items()
-    }
+    spec = {name: {"argv": argv, "env": role_env(name)} for name, argv in processes().items()}
     for name, argv in agents.commands(state, _env(), _port(), skip=set(running)).items():
         spec[name] = {"argv": argv, "env": {}}
     spec_path.parent.mkdir(parents=True, exist_ok=True)

@@ -9,7 +9,6 @@ namespaces (docs/cluster-access.md). Tokens pass through memory only: never logg
 from __future__ import annotations
 
 import base64
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -20,6 +19,8 @@ import urllib3
 from django.conf import settings
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
+
+from portal.core.cluster import kubeconfig_path
 
 TIMEOUT = (3, 10)  # connect, read seconds: a tenant waits on this in a request
 
@@ -42,18 +43,12 @@ class Endpoint:
 
 def api_client() -> client.ApiClient:
     """A client with the portal's identity (see the module docstring for which one)."""
-    path = (
-        settings.CLUSTER_ACCESS_KUBECONFIG
-        or getattr(settings, "CONTROLLER_KUBECONFIG", "")
-        or os.environ.get("KUBECONFIG", "")
-    )
-    if not path and os.environ.get("KUBERNETES_SERVICE_HOST"):
+    path = kubeconfig_path()
+    if not path:
         config.load_incluster_config()
         return client.ApiClient()
-    if not path:
-        path = str(Path(settings.BASE_DIR) / ".state" / "cluster" / "kubeconfig")
     try:
-        return config.new_client_from_config(config_file=path.split(os.pathsep)[0])
+        return config.new_client_from_config(config_file=path)
     except (OSError, config.ConfigException) as exc:
         raise ClusterUnavailableError(f"the portal's cluster configuration: {exc}") from exc
 

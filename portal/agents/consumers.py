@@ -5,6 +5,8 @@ wrong or revoked token refuses the handshake. Each frame is then validated on it
 malformed, oversized, out-of-bounds or foreign message, and one the database refuses, is answered
 with {"error", "seq"} and logged with its reason, and the connection stays open, so a bug in one
 message never cuts a node's status feed.
+A valid frame is answered `StatusAck`: the seq, and the pod entries refused one by one (the
+others were applied); the agent keeps refused entries marked `retry` and sends them again.
 Accepted pods are published to `project.<id>` groups, ids taken from the database; a report
 stored while Redis is unreachable is still acknowledged (live pages catch up on the next one).
 """
@@ -23,7 +25,7 @@ from portal.agents import services
 from portal.core.groups import FLEET_GROUP, project_group
 from portal.core.ratelimit import RateLimitedLog
 from portal.core.sockets import DirectDispatch
-from tranche.agent_protocol import MessageRejectedError, parse_status
+from tranche.agent_protocol import MessageRejectedError, StatusAck, parse_status
 
 log = logging.getLogger("portal.agents")
 REJECTIONS_LOGGED_PER_MINUTE = 10
@@ -68,14 +70,14 @@ class AgentConsumer(DirectDispatch, AsyncWebsocketConsumer):
         try:
             msg = parse_status(text_data, bytes_data, self.node)
             seq = msg.seq
-            events = await database_sync_to_async(services.record_status)(self.node, msg)
+            recorded = await database_sync_to_async(services.record_status)(self.node, msg)
         except DatabaseError as exc:
             # Nothing of the message was stored (one transaction); the socket stays open, so a
             # bad row or a database hiccup never cuts the node's feed.
             log.error("agent message %s from node %s not stored: %s", seq, self.node, exc)
             reason = (
                 f"the portal could not store this message ({type(exc).__name__}); nothing of it "
-                "was stored: the next full status resends it, and the portal's log has the cause"
+                "was stored: resend its entries, and the portal's log has the cause"
             )
             await self.send(json.dumps({"error": reason, "seq": seq}))
             return
@@ -90,15 +92,26 @@ class AgentConsumer(DirectDispatch, AsyncWebsocketConsumer):
             )
             await self.send(json.dumps({"error": str(exc), "seq": seq}))
             return
+        if recorded.refused:
+            self.rejections.warning(
+                f"node {self.node} entries",
+                "agent message %s from node %s: %d entries refused, first: %s/%s: %s",
+                msg.seq, self.node, len(recorded.refused), recorded.refused[0]["namespace"],
+                recorded.refused[0]["pod"], recorded.refused[0]["reason"],
+            )  # fmt: skip
+        events = recorded.events
         try:
-            for item in events:
+            for item in (*events, *recorded.seen):
                 await self.channel_layer.group_send(project_group(item.project_id), item.event)
             # the support console follows slices, GPUs and the agent's findings (its alerts)
             if events or msg.gpus or msg.findings:
                 await self.channel_layer.group_send(FLEET_GROUP, {"type": "fleet.changed"})
         except RedisError as exc:  # stored already; viewers get the next report, or a snapshot
             log.warning("live update of node %s not published (Redis: %s)", self.node, exc)
-        await self.send(json.dumps({"ack": msg.seq}))
+        answer = StatusAck(ack=msg.seq)
+        if recorded.refused:
+            answer["refused"] = recorded.refused
+        await self.send(json.dumps(answer))
 
     async def disconnect(self, code: int) -> None:
         if self.node:

@@ -3,7 +3,7 @@ consumer handles them by `type`): typed, built from the agent message schema's o
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, TypedDict
 
 from tranche.agent_protocol import PodReport, RemovedPod
 
@@ -23,4 +23,12 @@ class PodRemovedEvent(RemovedPod):
     text: str  # the status page's removal message, JSON-encoded once by the ingest
 
 
-ProjectEvent = PodStatusEvent | PodRemovedEvent
+class NodeSeenEvent(TypedDict):
+    """A node's agent reported (every frame, changed pods or not): the page's stale mark."""
+
+    type: Literal["node.seen"]
+    node: str
+    text: str  # {"type": "seen", "node", "at": epoch seconds}, JSON-encoded once by the ingest
+
+
+ProjectEvent = PodStatusEvent | PodRemovedEvent | NodeSeenEvent

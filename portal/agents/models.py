@@ -66,6 +66,8 @@ class PodSliceStatus(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["namespace", "pod_name"], name="one_status_per_pod")
         ]
+        # every frame asks which projects have rows on the reporting node (the stale mark)
+        indexes = [models.Index(fields=["node_name"], name="pod_status_by_node")]
 
     def __str__(self) -> str:
         return f"{self.namespace}/{self.pod_name} on {self.node_name}"

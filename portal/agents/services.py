@@ -1,9 +1,11 @@
 """Every write of the agents app: issuing/revoking node tokens and recording agent status.
 
-`record_status` is one transaction: it validates every pod of a message against the projects
-and the node the cluster bound the pod to (`agents.bindings`, written by the watcher) before
-writing anything, so a message with one foreign pod stores nothing. Re-recording the same
-message is idempotent (rows are upserted per pod).
+`record_status` is one transaction that applies each pod entry of a frame on its own: a pod
+of another project, one the cluster did not bind to this node (`agents.bindings`, written by
+the watcher) or another node's stored pod is refused alone and named in the answer, and the
+frame's other entries, its removals included, are applied (issue #32: a removal travelling with
+a not-yet-bound pod was lost with it). Re-recording the same frame is idempotent (rows are
+upserted per pod).
 """
 
 from __future__ import annotations
@@ -22,14 +24,14 @@ from django.utils import timezone
 
 from portal.agents import history
 from portal.agents.bindings import pod_bindings
-from portal.agents.events import PodRemovedEvent, PodStatusEvent, ProjectEvent
+from portal.agents.events import NodeSeenEvent, PodRemovedEvent, PodStatusEvent, ProjectEvent
 from portal.agents.models import NodeToken, PodSliceStatus
 from portal.agents.rows import PodRow, pod_row
 from portal.audit.services import record_audit
 from portal.tenants.models import Project
 from tranche.agent_protocol import (
-    MessageRejectedError,
     PodReport,
+    RefusedEntry,
     RemovedPod,
     StatusMessage,
     columns_of,
@@ -171,39 +173,49 @@ def _removed_event(project_id: int, removed: RemovedPod) -> Published:
     return Published(project_id, gone)
 
 
-def _check_bindings(node_name: str, msg: StatusMessage, projects: dict[str, int]) -> None:
-    """Refuse a pod the cluster did not bind to `node_name` (issue #14 item 3)."""
-    for i, p in enumerate(msg.pods):
+def _refused(pod: PodReport | RemovedPod, reason: str, retry: bool) -> RefusedEntry:
+    return RefusedEntry(namespace=pod["namespace"], pod=pod["pod"], reason=reason, retry=retry)
+
+
+def _sort_by_binding(
+    node_name: str, msg: StatusMessage, projects: dict[str, int]
+) -> tuple[list[PodReport], list[RefusedEntry]]:
+    """The pods of `msg` the cluster bound to `node_name` (issue #14 item 3), and the others
+    refused one by one: a foreign namespace for good; a pod the watcher has not bound yet, or
+    bound elsewhere or under another uid as the watcher last saw it, for now (the watcher may
+    lag the agent: the agent retries until the binding catches up or the pod is gone)."""
+    refused, ours = [], []
+    for p in msg.pods:
         if p["namespace"] not in projects:
-            where = f"pods[{i}] {p['namespace']}/{p['pod']}"
-            raise MessageRejectedError(f"{where}: namespace is not a Tranche project (foreign pod)")
+            refused.append(_refused(p, "namespace is not a Tranche project (foreign pod)", False))
+        else:
+            ours.append(p)
     try:
-        bound = pod_bindings((projects[p["namespace"]], p["pod"]) for p in msg.pods)
+        bound = pod_bindings((projects[p["namespace"]], p["pod"]) for p in ours)
     except redis.RedisError as exc:
-        raise MessageRejectedError(
-            f"cannot check which node the pods are bound to now (Redis: {exc}); resend later"
-        ) from exc
-    for i, p in enumerate(msg.pods):
-        where = f"pods[{i}] {p['namespace']}/{p['pod']}"
+        reason = f"cannot check which node the pod is bound to now (Redis: {exc}); resend later"
+        return [], refused + [_refused(p, reason, True) for p in ours]
+    accepted = []
+    for p in ours:
         binding = bound.get((projects[p["namespace"]], p["pod"]))
         if binding is None or not binding["node"]:
-            raise MessageRejectedError(
-                f"{where}: the cluster shows no such pod scheduled to a node (yet); not stored"
+            reason = "the cluster shows no such pod scheduled to a node (yet); not stored"
+        elif binding["node"] != node_name:
+            reason = (
+                f"pod runs on node {binding['node']}, not {node_name} (the cluster bound it there)"
             )
-        if binding["node"] != node_name:
-            raise MessageRejectedError(
-                f"{where}: pod runs on node {binding['node']}, not {node_name} "
-                "(the cluster bound it there)"
-            )
-        if binding["uid"] and binding["uid"] != p["uid"]:
-            raise MessageRejectedError(
-                f"{where}: uid {p['uid']} is not the pod the cluster runs ({binding['uid']})"
-            )
+        elif binding["uid"] and binding["uid"] != p["uid"]:
+            reason = f"uid {p['uid']} is not the pod the cluster runs ({binding['uid']})"
+        else:
+            accepted.append(p)
+            continue
+        refused.append(_refused(p, reason, True))
+    return accepted, refused
 
 
-def _upsert_statuses(node_name: str, msg: StatusMessage, rows: list[PodSliceStatus]) -> None:
-    """Write `rows`; raise MessageRejectedError if one is the same pod on another node (the
-    caller's transaction then stores nothing)."""
+def _upsert_statuses(node_name: str, rows: list[PodSliceStatus]) -> set[tuple[str, str]]:
+    """Write `rows`; the (namespace, pod) written. A row missing is the same pod stored for
+    another node (a takeover), left alone by the upsert's WHERE."""
     now = timezone.now()
     for row in rows:
         row.updated_at = now
@@ -211,25 +223,30 @@ def _upsert_statuses(node_name: str, msg: StatusMessage, rows: list[PodSliceStat
               for f in (PodSliceStatus._meta.get_field(n) for n in UPSERT_FIELDS)]  # fmt: skip
     with connection.cursor() as cursor:
         cursor.execute(_status_upsert_sql(), values)
-        written = set(cursor.fetchall())
-    for i, p in enumerate(msg.pods):
-        if (p["namespace"], p["pod"]) not in written:
-            other = PodSliceStatus.objects.filter(namespace=p["namespace"], pod_name=p["pod"])
-            where = f"pods[{i}] {p['namespace']}/{p['pod']}"
-            raise MessageRejectedError(
-                f"{where}: pod runs on node {other.values_list('node_name', flat=True).first()}, "
-                f"not {node_name}"
-            )
+        return set(cursor.fetchall())
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """What one frame did: events to publish, and the entries refused (the rest were applied)."""
+
+    events: list[Published]
+    refused: list[RefusedEntry]
+    seen: list[Published]  # node.seen for every project with a row on the node
 
 
 @transaction.atomic
-def record_status(node_name: str, msg: StatusMessage) -> list[Published]:
-    """Store the message's pods and GPUs; raise MessageRejectedError (storing nothing) for
-    foreign pods."""
+def record_status(node_name: str, msg: StatusMessage) -> Recorded:
+    """Store the frame's GPUs and findings, and each of its pod entries and removals on its own:
+    a refused entry (foreign, not bound yet, another node's) is listed in `refused` and changes
+    nothing, the others are applied. One transaction: a database error stores nothing (the
+    agent then resends every entry). Idempotent: re-recording a frame upserts the same rows."""
     namespaces = {p["namespace"] for p in msg.pods} | {r["namespace"] for r in msg.removed}
     projects = dict(Project.objects.filter(namespace__in=namespaces).values_list("namespace", "id"))
-    _check_bindings(node_name, msg, projects)
+    accepted, refused = _sort_by_binding(node_name, msg, projects)
     reported = datetime.fromtimestamp(msg.ts, tz=UTC)
+    # A pod listed twice is written once, with its last figures.
+    latest = {(p["namespace"], p["pod"]): p for p in accepted}
     rows = [
         PodSliceStatus(
             project_id=projects[p["namespace"]],
@@ -239,19 +256,22 @@ def record_status(node_name: str, msg: StatusMessage) -> list[Published]:
             reported_at=reported,
             **{column: p[field] for field, column in POD_COLUMNS.items()},
         )
-        for p in msg.pods
+        for p in latest.values()
     ]
-    # One statement for the whole message: an update_or_create per pod cost 4 queries each, 128
-    # for a node's 32 pods, 50 ms per frame in the thread that also serves every page (issue
-    # #18). A pod listed twice is written once, with its last figures.
-    latest = {(row.namespace, row.pod_name): row for row in rows}
-    if latest:
-        _upsert_statuses(node_name, msg, list(latest.values()))
+    # One statement for the whole frame: an update_or_create per pod cost 4 queries each, 128
+    # for a node's 32 pods, 50 ms per frame in the thread that also serves every page (#18).
+    written = _upsert_statuses(node_name, rows) if rows else set()
     gpu_names = {g["uuid"]: g["name"] for g in msg.gpus}  # every frame lists the node's GPUs
-    events = [
-        _event(row.project_id, node_name, p, pod_row(row, gpu_names.get(row.gpu_uuid, "")))
-        for row, p in zip(rows, msg.pods, strict=True)
-    ]
+    events = []
+    for row, p in zip(rows, latest.values(), strict=True):
+        if (row.namespace, row.pod_name) in written:
+            events.append(
+                _event(row.project_id, node_name, p, pod_row(row, gpu_names.get(row.gpu_uuid, "")))
+            )
+        else:
+            other = PodSliceStatus.objects.filter(namespace=row.namespace, pod_name=row.pod_name)
+            where = other.values_list("node_name", flat=True).first()
+            refused.append(_refused(p, f"pod runs on node {where}, not {node_name}", False))
     history.record_samples(
         [
             history.Sample(
@@ -259,19 +279,35 @@ def record_status(node_name: str, msg: StatusMessage) -> list[Published]:
                 p["memory_used_bytes"], p["memory_limit_bytes"],
                 p["compute_used_percent"], p["compute_target_percent"],
             )
-            for p in msg.pods
+            for p in accepted
+            if (p["namespace"], p["pod"]) in written
         ]
     )  # fmt: skip
     for r in msg.removed:
-        # Only this node's own pods can be removed by it.
+        # Only this node's own pods can be removed by it; removing what is not stored is a no-op.
         deleted, _ = PodSliceStatus.objects.filter(
             namespace=r["namespace"], pod_name=r["pod"], node_name=node_name
         ).delete()
         if deleted and r["namespace"] in projects:
             events.append(_removed_event(projects[r["namespace"]], r))
-    seen = {"last_seen_at": timezone.now(), "gpus": msg.gpus, "dropped_messages": msg.dropped}
+    now = timezone.now()
+    seen = {"last_seen_at": now, "gpus": msg.gpus, "dropped_messages": msg.dropped}
     if msg.findings:  # rare; the node's own agent is the only writer of its row
         kept = NodeToken.objects.filter(node_name=node_name).values_list("findings", flat=True)
         seen["findings"] = [*(kept.first() or []), *msg.findings][-FINDINGS_KEPT:]
     NodeToken.objects.filter(node_name=node_name).update(**seen)
-    return events
+    return Recorded(events, refused, _seen_events(node_name, now))
+
+
+def _seen_events(node_name: str, at: datetime) -> list[Published]:
+    """node.seen for each project with a row on the node (one indexed query)."""
+    text = json.dumps({"type": "seen", "node": node_name, "at": at.timestamp()})
+    projects = (
+        PodSliceStatus.objects.filter(node_name=node_name)
+        .values_list("project_id", flat=True)
+        .distinct()
+    )
+    return [
+        Published(pid, NodeSeenEvent(type="node.seen", node=node_name, text=text))
+        for pid in projects
+    ]

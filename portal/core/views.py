@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from ipaddress import ip_address
+
+from django.conf import settings
+from django.db import DatabaseError
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
-from portal.core.health import check_database, check_processes, check_redis
+from portal.core import health
 
 
 @require_GET
@@ -16,23 +20,45 @@ def healthz(request: HttpRequest) -> JsonResponse:
     return JsonResponse({"status": "ok"})
 
 
+def _may_see_detail(request: HttpRequest) -> bool:
+    """Loopback callers (the kubelet's probe through a port-forward, operators on the host, the
+    tests) and staff see what is down; anyone else only the verdict (issue #28 item 9: /readyz
+    named silent nodes to anyone). The session is read only when the caller sent one."""
+    if ip_address(request.META.get("REMOTE_ADDR") or "0.0.0.0").is_loopback:  # noqa: S104
+        return True
+    if settings.SESSION_COOKIE_NAME not in request.COOKIES:
+        return False
+    try:
+        return bool(request.user.is_staff)
+    except DatabaseError:
+        return False
+
+
 @require_GET
 @never_cache
 def readyz(request: HttpRequest) -> JsonResponse:
-    """200 when PostgreSQL and Redis answer and no worker/beat/watcher heartbeat is stale, else
-    503 with a message naming what is down or stale.
+    """200 when everything the scope needs answers, else 503 naming what is down or stale; every
+    check bounded, so the answer comes within about a second (`portal.core.health`).
 
-    `?scope=portal` checks only what this portal process needs to serve pages (PostgreSQL,
-    Redis): the chart's readiness probe uses it, so a stale watcher being rescheduled does not take
-    every portal replica out of its Service while the pages themselves work."""
-    checks = {"database": check_database(), "redis": check_redis()}
-    if checks["database"][0] and request.GET.get("scope") != "portal":
-        checks["processes"] = check_processes()
+    - default: PostgreSQL (a new connection), Redis, and fresh worker/beat/watcher heartbeats;
+    - `?scope=portal`: PostgreSQL and Redis only (the chart's readiness probe: a stale watcher
+      being rescheduled must not take every portal replica out of its Service);
+    - `?scope=controller`: the default plus the API server and the reconcile backlog (an order
+      placed and not active for too long), what provisioning needs."""
+    scope = request.GET.get("scope", "")
+    network = {"database": health.check_database, "redis": health.check_redis}
+    if scope == "controller":
+        network["cluster"] = health.check_cluster
+    checks = health.run_bounded(network)
+    if checks["database"][0] and scope != "portal":
+        rows = {"processes": health.check_processes}
+        if scope == "controller":
+            rows |= health.CONTROLLER_ROW_CHECKS
+        checks |= health.check_rows(rows)
     ready = all(ok for ok, _ in checks.values())
-    body = {
-        "status": "ready" if ready else "not ready",
-        "checks": {name: {"ok": ok, "message": msg} for name, (ok, msg) in checks.items()},
-    }
-    if not ready:
-        body["message"] = "; ".join(msg for ok, msg in checks.values() if not ok)
+    body: dict = {"status": "ready" if ready else "not ready"}
+    if _may_see_detail(request):
+        body["checks"] = {name: {"ok": ok, "message": msg} for name, (ok, msg) in checks.items()}
+        if not ready:
+            body["message"] = "; ".join(msg for ok, msg in checks.values() if not ok)
     return JsonResponse(body, status=200 if ready else 503)

@@ -7,3 +7,9 @@ class OrdersConfig(AppConfig):
     name = "portal.orders"
     label = "orders"
     verbose_name = "Orders and subscriptions"
+
+    def ready(self) -> None:
+        from portal.core.health import CONTROLLER_ROW_CHECKS
+        from portal.orders.backlog import check_backlog
+
+        CONTROLLER_ROW_CHECKS["backlog"] = check_backlog

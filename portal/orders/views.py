@@ -13,6 +13,7 @@ from django.shortcuts import redirect, render
 from portal.catalog.selectors import sellable_products
 from portal.core import queue
 from portal.orders import selectors
+from portal.orders.backlog import delay_notice
 from portal.orders.forms import ConfirmOrderForm, OrderForm
 from portal.orders.services import ConfirmedQuote, place_order, suspension_message
 from portal.tenants.context import nav_context
@@ -129,6 +130,7 @@ def order_detail(request: HttpRequest, project_id: int, order_id: int) -> HttpRe
         "project": project,
         "order": order,
         "events": order.events.all(),
+        "delay_notice": delay_notice(order),
         **nav_context(request, project),
     }
     return render(request, "orders/order_detail.html", context)

@@ -86,6 +86,7 @@
     ? liveTable(clusterTable, document.getElementById("cluster-pods-empty")) : null;
 
   function apply(message) {
+    table.dispatchEvent(new CustomEvent("live-message", { detail: message }));  // stale.js
     if (message.type === "snapshot") {
       slices.replace(message.rows);
       if (cluster) cluster.replace(message.cluster || []);

@@ -22,7 +22,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.contrib.auth import get_user_model
 
-from portal.agents.events import PodRemovedEvent, PodStatusEvent
+from portal.agents.events import NodeSeenEvent, PodRemovedEvent, PodStatusEvent
 from portal.core.groups import FLEET_GROUP, project_group, user_access_group
 from portal.core.sockets import DirectDispatch, NoClientFrames, SessionBound
 from portal.status import selectors
@@ -89,6 +89,11 @@ class ProjectStatusConsumer(
             await self.send(text_data=event["text"])  # encoded once by the ingest
 
     async def pod_removed(self, event: PodRemovedEvent) -> None:
+        if self.project_id is not None:
+            await self.send(text_data=event["text"])
+
+    async def node_seen(self, event: NodeSeenEvent) -> None:
+        """A node reported: the page's stale mark of its rows restarts (stale.js)."""
         if self.project_id is not None:
             await self.send(text_data=event["text"])
 

@@ -7,16 +7,24 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
 from portal.agents.models import NodeToken, PodSliceStatus
 from portal.catalog.models import Product
+from portal.core.cluster import cluster_answers
+from portal.orders.backlog import WAITING, check_backlog
 from portal.orders.models import Order
 from portal.status.models import PodState
 from portal.tenants.models import Project
 
-AGENT_SILENT = timedelta(seconds=30)
+
+def agent_late() -> timedelta:
+    """Two missed reports (settings.AGENT_LATE_SECONDS): the live page's stale mark too."""
+    return timedelta(seconds=settings.AGENT_LATE_SECONDS)
+
+
 PENDING_TOO_LONG = timedelta(minutes=10)
 RECENT_FAILURES = timedelta(days=1)
 MIB = 1024 * 1024
@@ -81,7 +89,7 @@ def fleet(now: datetime | None = None) -> list[NodeView]:
                     )
                     view.free[p.name] = max(0, fits)
             gpus.append(view)
-        silent = token.last_seen_at is None or now - token.last_seen_at > AGENT_SILENT
+        silent = token.last_seen_at is None or now - token.last_seen_at > agent_late()
         nodes.append(NodeView(token.node_name, token.last_seen_at, silent, gpus))
     return nodes
 
@@ -91,12 +99,19 @@ def alerts(now: datetime | None = None) -> list[Alert]:
     now = now or timezone.now()
     out = []
     for token in NodeToken.objects.filter(revoked_at__isnull=True).order_by("node_name"):
-        if token.last_seen_at is None or now - token.last_seen_at > AGENT_SILENT:
-            seen = token.last_seen_at.strftime("%H:%M:%S UTC") if token.last_seen_at else "never"
+        if token.last_seen_at is None:
+            out.append(Alert("agent-silent", f"Agent of {token.node_name} never reported."))
+        elif now - token.last_seen_at > agent_late():
+            age = (now - token.last_seen_at).total_seconds()
+            at = token.last_seen_at.strftime("%H:%M:%S UTC")
             out.append(
-                Alert("agent-silent", f"Agent of {token.node_name} silent (last seen {seen}).")
+                Alert(
+                    "agent-silent",
+                    f"Agent of {token.node_name} late: last report {age:.0f} s ago (at {at}).",
+                )
             )
     out += agent_findings(now)
+    out += provisioning_alerts()
     for state in PodState.objects.filter(
         phase="Pending", created_at__lt=now - PENDING_TOO_LONG
     ).select_related("project"):
@@ -119,6 +134,18 @@ def alerts(now: datetime | None = None) -> list[Alert]:
                 order.project_id,
             )
         )
+    return out
+
+
+def provisioning_alerts() -> list[Alert]:
+    """Provisioning stalled: orders waiting too long, or waiting while the API server does not
+    answer (the same checks as `/readyz?scope=controller`)."""
+    ok, message = check_backlog()
+    out = [] if ok else [Alert("provisioning-delayed", f"Provisioning delayed: {message}.")]
+    if Order.objects.filter(state__in=WAITING).exists():
+        state = cluster_answers()
+        if not state.ok:
+            out.append(Alert("cluster-down", f"Orders wait for the cluster: {state.message}."))
     return out
 
 

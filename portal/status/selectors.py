@@ -136,3 +136,17 @@ def quota_waits(project_id: int) -> list[PodState]:
     return list(
         PodState.objects.filter(project_id=project_id, reason__in=(CPU_QUOTA, MEMORY_QUOTA))[:5]
     )
+
+
+def node_reports(project_id: int) -> dict[str, float]:
+    """Node -> when its agent last reported (epoch seconds), for the nodes the project's rows
+    are on: the live page marks a node's rows stale from it (stale.js)."""
+    from portal.agents.models import NodeToken, PodSliceStatus
+
+    nodes = PodSliceStatus.objects.filter(project_id=project_id).values("node_name")
+    return {
+        name: seen.timestamp()
+        for name, seen in NodeToken.objects.filter(
+            node_name__in=nodes, last_seen_at__isnull=False
+        ).values_list("node_name", "last_seen_at")
+    }

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import time
+
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
@@ -28,6 +32,9 @@ def project_status(request: HttpRequest, project_id: int) -> HttpResponse:
         # pods with history that no agent reports now are folded away under their own heading
         "charted_pods": [p for p in pods if p in live],
         "gone_pods": [p for p in pods if p not in live],
+        "node_seen": json.dumps(selectors.node_reports(project.pk)),
+        "server_now": time.time(),
+        "late_after": settings.AGENT_LATE_SECONDS,
         **nav_context(request, project),
     }
     return render(request, "status/project_status.html", context)

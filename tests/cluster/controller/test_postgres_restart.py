@@ -145,7 +145,7 @@ def test_postgres_restart_heals_every_process(kube_cluster, tmp_path) -> None:
         ).stdout.strip().splitlines()[-1]
     )  # fmt: skip
     spec = {
-        name: {"argv": argv, "env": {"TRANCHE_DB_POOL_MAX_SIZE": str(platform.POOL_SIZES[name])}}
+        name: {"argv": argv, "env": platform.role_env(name)}
         for name, argv in platform.processes().items()
     }
     spec["portal"]["argv"][spec["portal"]["argv"].index("-p") + 1] = str(port)

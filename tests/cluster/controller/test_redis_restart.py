@@ -148,3 +148,78 @@ def test_redis_restart_mid_reconcile(make_tenant, controller_settings, kube_clus
         supervisor.stop_pid(sup.pid, timeout=30)
         sup.wait(10)
         redis.stop()
+
+
+RUNS = 5
+
+
+def test_worker_survives_redis_restarted_as_a_message_is_received(
+    make_tenant, controller_settings, kube_cluster, tmp_path
+):
+    """Issue #30: Redis restarted the instant the worker received a message killed it with
+    kombu's `restore_unacked` AttributeError (1 run in 3). Five runs: each message is held
+    unacknowledged inside its task (a row lock), Redis restarts as soon as the worker logs it
+    received, and the worker process is never replaced; every order ends active."""
+    from portal.orders.models import Order
+
+    redis = OwnRedis(tmp_path / "redis", append_only=True)
+    redis.start()
+    queue = f"receive-{secrets.token_hex(3)}"
+    broker = Celery(broker=redis.url, set_as_current=False)
+    spec = {"worker": {"argv": _make_run_worker(queue), "env": {
+        "TRANCHE_REDIS_URL": redis.url, "TRANCHE_CELERY_QUEUE": queue,
+        "KUBECONFIG": str(kube_cluster.kubeconfig),
+        "TRANCHE_DB_NAME": connection.settings_dict["NAME"], "TRANCHE_DB_POOL_MAX_SIZE": "2",
+        "TRANCHE_DB_POOL_TIMEOUT": "10", "PYTHONPATH": str(ROOT)}}}  # fmt: skip
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "spec.json").write_text(json.dumps(spec))
+    status = run / "status.json"
+    sup = subprocess.Popen(
+        [sys.executable, "-m", "deploy.supervisor", str(run / "spec.json"), str(status)],
+        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, start_new_session=True,
+    )  # fmt: skip
+    log = tmp_path / "logs" / "worker.log"
+    hold = psycopg.connect(**connection.get_connection_params())
+    figures = []
+    try:
+        wait_for(lambda: log.exists() and "ready." in log.read_text(errors="replace"), 90,
+                 lambda: f"the worker to start (log:\n{_tail(log)})")  # fmt: skip
+        first_pid = supervisor.read_status(status)["worker"]["pid"]
+        for _ in range(RUNS):
+            tenant = make_tenant()
+            order = tenant.order(CLASS, 1)
+            table = Order._meta.db_table
+            hold.execute(f"SELECT id FROM {table} WHERE id = %s FOR UPDATE", [order.pk])  # noqa: S608
+            received = log.read_text(errors="replace").count("controller.reconcile_project[")
+            broker.send_task("controller.reconcile_project", args=[tenant.project.pk], queue=queue)
+            wait_for(
+                lambda n=received: log.read_text(errors="replace").count(
+                    "controller.reconcile_project["
+                ) > n,
+                60, lambda: f"the worker to receive the message (log:\n{_tail(log)})",
+            )  # fmt: skip
+            redis.stop()  # the instant it is received: unacknowledged, its task blocked
+            redis.start()
+            hold.rollback()
+            back = time.monotonic()
+            wait_for(
+                lambda o=order.pk: Order.objects.filter(pk=o, state=Order.State.ACTIVE).exists(),
+                90, lambda: f"the order to be active (log:\n{_tail(log)})",
+            )  # fmt: skip
+            figures.append(round(time.monotonic() - back, 1))
+            worker = supervisor.read_status(status)["worker"]
+            assert worker["restarts"] == 0, _tail(log)
+            assert worker["pid"] == first_pid, _tail(log)
+        text = log.read_text(errors="replace")
+        print(  # noqa: T201
+            f"{RUNS} Redis restarts as a message was received: worker never replaced (pid "
+            f"{first_pid}); orders active {figures} s after Redis returned; restores handed to "
+            f"the visibility timeout: {text.count('could not hand')}"
+        )
+        assert "Unrecoverable error" not in text, _tail(log)
+    finally:
+        hold.close()
+        supervisor.stop_pid(sup.pid, timeout=30)
+        sup.wait(10)
+        redis.stop()

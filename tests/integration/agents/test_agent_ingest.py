@@ -1,7 +1,8 @@
 """The agent websocket through the real ASGI stack, Redis channel layer and PostgreSQL:
 accepted status is stored per pod and published to the project's group; a wrong token,
-malformed JSON, an oversized message and another node's pod are each refused with a logged
-reason while the connection (and the portal) keeps serving."""
+malformed JSON and an oversized message are each refused whole with a logged reason, another
+node's pod alone (the frame's other entries applied), while the connection (and the portal)
+keeps serving."""
 
 from __future__ import annotations
 
@@ -168,7 +169,9 @@ def test_bad_messages_are_refused_and_the_connection_keeps_serving(project, toke
     with caplog.at_level(logging.WARNING, logger="portal.agents"):
         replies = asyncio.run(scenario())
     for name, (_, reason) in bad.items():
-        assert reason in replies[name]["error"], (name, replies[name])
+        # a whole frame is refused as an error; a foreign pod entry alone, in `refused`
+        said = replies[name].get("error") or replies[name]["refused"][0]["reason"]
+        assert reason in said, (name, replies[name])
         assert reason in caplog.text, name
     assert replies["after"] == {"ack": 8}
     assert replies["other after"] == {"ack": 2}
@@ -218,7 +221,9 @@ def test_a_frame_costs_the_same_queries_for_one_pod_or_a_nodes_32(project, token
     for seq, pods in enumerate((names[:1], names, names), start=1):
         frame = _status("kwok-gpu-0", seq, [_pod(pod=n, memory_used_bytes=seq * GIB) for n in pods])
         with CaptureQueriesContext(connection) as ctx:
-            events = services.record_status("kwok-gpu-0", parse_status(frame, None, "kwok-gpu-0"))
+            events = services.record_status(
+                "kwok-gpu-0", parse_status(frame, None, "kwok-gpu-0")
+            ).events
         counts.append(len(ctx.captured_queries))
         assert [e.event["pod"] for e in events] == pods
     assert counts[0] == counts[1] == counts[2], counts
@@ -232,16 +237,48 @@ def test_a_frame_costs_the_same_queries_for_one_pod_or_a_nodes_32(project, token
 
 def test_the_same_pod_is_not_taken_over_by_another_node_even_when_bound_there(project, tokens):
     """A stale or forged binding: the stored pod (same uid) stays its first node's, and nothing
-    of the refused message is stored (the upsert leaves that row alone and the message fails)."""
-    from tranche.agent_protocol import MessageRejectedError, parse_status
+    of the refused entry is stored (the upsert leaves that row alone and names it refused)."""
+    from tranche.agent_protocol import parse_status
 
     _bind(project, **{"train-0": "kwok-gpu-0"})
     services.record_status("kwok-gpu-0", parse_status(_status("kwok-gpu-0", 1, [_pod()]), None,
                                                       "kwok-gpu-0"))  # fmt: skip
     _bind(project, **{"train-0": "kwok-gpu-1", "train-1": "kwok-gpu-1"})
     frame = _status("kwok-gpu-1", 1, [_pod(pod="train-1"), _pod(memory_used_bytes=GIB)])
-    with pytest.raises(MessageRejectedError, match="runs on node kwok-gpu-0, not kwok-gpu-1"):
-        services.record_status("kwok-gpu-1", parse_status(frame, None, "kwok-gpu-1"))
+    recorded = services.record_status("kwok-gpu-1", parse_status(frame, None, "kwok-gpu-1"))
+    (refused,) = recorded.refused
+    assert (refused["pod"], refused["retry"]) == ("train-0", False)
+    assert "runs on node kwok-gpu-0, not kwok-gpu-1" in refused["reason"]
     stored = selectors.pod_status("acme-ml", "train-0")
     assert (stored.node_name, stored.memory_used_bytes) == ("kwok-gpu-0", 7 * GIB)
-    assert selectors.pod_status("acme-ml", "train-1") is None
+    # the frame's other entry is applied on its own (issue #32)
+    assert selectors.pod_status("acme-ml", "train-1").node_name == "kwok-gpu-1"
+    assert [e.event["pod"] for e in recorded.events] == ["train-1"]
+
+
+def test_each_entry_is_applied_on_its_own_and_refusals_are_answered(project, tokens):
+    """Issue #32's phantom: a frame removing the old pod and reporting a new one the watcher has
+    not bound yet. The removal is applied, the new pod refused for now (retry), and stored
+    once the binding exists."""
+    _bind(project, old="kwok-gpu-0")
+
+    async def scenario() -> list[dict]:
+        comm, _ = await _connect("kwok-gpu-0", tokens["kwok-gpu-0"])
+        replies = [await _send(comm, _status("kwok-gpu-0", 1, [_pod(pod="old")]))]
+        gone = [{"namespace": "acme-ml", "pod": "old"}]
+        new = _pod(pod="new", uid="p-1")
+        replies.append(await _send(comm, _status("kwok-gpu-0", 2, [new], gone)))
+        _bind(project, new="kwok-gpu-0")
+        replies.append(await _send(comm, _status("kwok-gpu-0", 3, [new])))
+        await comm.disconnect()
+        return replies
+
+    first, mixed, later = asyncio.run(scenario())
+    assert first == {"ack": 1}
+    assert mixed["ack"] == 2
+    (refused,) = mixed["refused"]
+    assert (refused["pod"], refused["retry"]) == ("new", True)
+    assert "no such pod scheduled" in refused["reason"]
+    assert selectors.pod_status("acme-ml", "old") is None
+    assert later == {"ack": 3}
+    assert selectors.pod_status("acme-ml", "new").node_name == "kwok-gpu-0"

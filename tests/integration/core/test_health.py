@@ -53,3 +53,16 @@ def test_static_files_are_served_by_the_app(client):
     resp = client.get("/static/portal.css")
     assert resp.status_code == 200
     assert b"{" in b"".join(resp.streaming_content)
+
+
+def test_readyz_detail_only_for_loopback_and_staff(client, django_user_model):
+    """Issue #28 item 9: /readyz named silent nodes (and what is down) to anyone. A caller off
+    loopback gets the verdict alone; staff get the detail from anywhere."""
+    remote = client.get("/readyz", REMOTE_ADDR="203.0.113.7")
+    assert remote.status_code in (200, 503)
+    assert set(remote.json()) == {"status"}
+    staff = django_user_model.objects.create_user("ops", password="x-Pass-1234567", is_staff=True)
+    client.force_login(staff)
+    seen = client.get("/readyz", REMOTE_ADDR="203.0.113.7").json()
+    assert {"status", "checks"} <= set(seen)
+    assert client.get("/readyz").json()["checks"]["database"]["ok"] is True  # loopback

@@ -119,3 +119,26 @@ def test_supervisor_stops_its_children(supervised) -> None:
     pids = [s["pid"] for s in _status(status_path).values()]
     supervisor.stop_pid(proc.pid, timeout=30)
     assert not any(supervisor.is_ours(p) for p in pids if p), pids
+
+
+def test_stopping_a_process_leaves_nothing_of_its_group(tmp_path):
+    """Issue #30: `make stop` must leave no process of the stack. A child that ignores SIGTERM
+    outlived its stopped leader; now what is left of the group is killed too."""
+    from deploy import supervisor
+
+    stubborn = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(300)"
+    leader = (
+        "import subprocess, sys, time; "
+        f"subprocess.Popen([sys.executable, '-c', {stubborn!r}]); time.sleep(300)"
+    )
+    pid = supervisor.start_detached(
+        "stubborn", [sys.executable, "-c", leader], tmp_path, dict(os.environ)
+    )
+    assert supervisor.wait_until(lambda: len(supervisor._group_members(pid)) == 2, 10)
+    (child,) = [p for p in supervisor._group_members(pid) if p != pid]
+    started = time.monotonic()
+    supervisor.stop_pid(pid, timeout=2)
+    took = time.monotonic() - started
+    assert supervisor._group_members(pid) == []
+    assert not supervisor.pid_alive(child)
+    print(f"leader and its SIGTERM-ignoring child gone {took:.2f}s after stop")  # noqa: T201

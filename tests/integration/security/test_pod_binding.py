@@ -68,8 +68,8 @@ def test_only_the_node_a_pod_is_bound_to_can_report_it(caplog):
         takeover = asyncio.run(_report(b, tokens[b], _frame(b, 1, _pod("train-0", "uid-b", 7))))
         # Node A invents a pod in the tenant's namespace that the cluster does not run: refused.
         invented = asyncio.run(_report(a, tokens[a], _frame(a, 2, _pod("ghost", "uid-g", 1))))
-    assert "runs on node kwok-gpu-0, not kwok-gpu-1" in takeover["error"]
-    assert "no such pod scheduled to a node" in invented["error"]
+    assert "runs on node kwok-gpu-0, not kwok-gpu-1" in takeover["refused"][0]["reason"]
+    assert "no such pod scheduled to a node" in invented["refused"][0]["reason"]
     assert "runs on node kwok-gpu-0, not kwok-gpu-1" in caplog.text
     assert "acme-ml/ghost" in caplog.text
     row = selectors.pod_status("acme-ml", "train-0")

@@ -12,6 +12,7 @@ import pytest
 from channels.layers import channel_layers
 
 from tests.helpers.own_redis import OwnRedis
+from tests.helpers.pages import next_message
 from tests.integration.status.test_status_socket import (  # the fixtures too
     _agent,
     _status_frame,
@@ -42,11 +43,11 @@ def test_open_sockets_get_updates_after_redis_restarts(world, token, own_layer) 
 
     async def scenario() -> dict:
         page = await _watch(world.member, world.project_a.pk)
-        await page.receive_json_from(timeout=5)
+        await next_message(page, timeout=5)
         agent = await _agent(token)
         await agent.send_to(text_data=_status_frame(1, ns, "before"))
         assert "ack" in await agent.receive_from(timeout=5)
-        assert (await page.receive_json_from(timeout=5))["key"] == f"{ns}/before"
+        assert (await next_message(page, timeout=5))["key"] == f"{ns}/before"
 
         own_layer.stop()
         own_layer.start()  # same port, empty: subscriptions must be made again
@@ -64,7 +65,7 @@ def test_open_sockets_get_updates_after_redis_restarts(world, token, own_layer) 
             return seq
 
         reporter = asyncio.create_task(keep_reporting())
-        row = await page.receive_json_from(timeout=20)
+        row = await next_message(page, timeout=20)
         got_row.set()
         await reporter
         await agent.disconnect()

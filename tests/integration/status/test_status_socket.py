@@ -20,6 +20,7 @@ from portal.agents.bindings import write_pod_states
 from portal.asgi import application
 from portal.tenants.models import Membership
 from tests.helpers.factories import make_world
+from tests.helpers.pages import next_message
 
 MIB = 1024 * 1024
 NODE = "kwok-gpu-0"
@@ -98,11 +99,11 @@ def test_member_receives_rows_published_by_the_agent(world, token):
     async def scenario() -> list[dict]:
         page = await _watch(world.member, world.project_a.pk)
         agent = await _agent(token)
-        got = [await page.receive_json_from(timeout=5)]
+        got = [await next_message(page, timeout=5)]
         await _publish(agent, _status_frame(1, ns, "train-0"))
-        got.append(await page.receive_json_from(timeout=5))
+        got.append(await next_message(page, timeout=5))
         await _publish(agent, _status_frame(2, ns, "train-0", removed=True))
-        got.append(await page.receive_json_from(timeout=5))
+        got.append(await next_message(page, timeout=5))
         await page.disconnect()
         await agent.disconnect()
         return got
@@ -135,10 +136,10 @@ def test_a_delivery_costs_no_trip_to_the_sync_thread(world, token, monkeypatch):
     async def scenario() -> list[dict]:
         pages = [await _watch(world.member, world.project_a.pk) for _ in range(3)]
         for page in pages:
-            await page.receive_json_from(timeout=5)  # the snapshot
+            await next_message(page, timeout=5)  # the snapshot
         agent = await _agent(token)
         await _publish(agent, _status_frame(1, ns, "train-0"))
-        rows = [await page.receive_json_from(timeout=5) for page in pages]
+        rows = [await next_message(page, timeout=5) for page in pages]
         for comm in (*pages, agent):
             await comm.disconnect()
         return rows
@@ -173,7 +174,7 @@ def test_removed_member_is_disconnected_on_the_next_event(world, token):
 
     async def scenario() -> tuple[dict, dict]:
         page = await _watch(world.member, world.project_a.pk)
-        snapshot = await page.receive_json_from(timeout=5)
+        snapshot = await next_message(page, timeout=5)
         agent = await _agent(token)
         await database_sync_to_async(
             Membership.objects.filter(user=world.member, organization=world.org_a).delete
@@ -193,7 +194,7 @@ def test_deactivated_viewer_is_closed_without_waiting_for_an_update(world):
 
     async def scenario() -> tuple[dict, dict]:
         page = await _watch(world.member, world.project_a.pk)
-        snapshot = await page.receive_json_from(timeout=5)
+        snapshot = await next_message(page, timeout=5)
         user = world.member
         user.is_active = False
         await database_sync_to_async(user.save)()
@@ -210,7 +211,7 @@ def test_a_role_change_keeps_a_member_watching(world, token):
 
     async def scenario() -> dict:
         page = await _watch(world.member, world.project_a.pk)
-        await page.receive_json_from(timeout=5)
+        await next_message(page, timeout=5)
         await database_sync_to_async(
             Membership.objects.filter(user=world.member, organization=world.org_a).update
         )(role=Membership.Role.VIEWER)
@@ -220,7 +221,7 @@ def test_a_role_change_keeps_a_member_watching(world, token):
         await database_sync_to_async(membership.save)()  # the role change, through save()
         agent = await _agent(token)
         await _publish(agent, _status_frame(1, ns, "train-0"))
-        row = await page.receive_json_from(timeout=5)
+        row = await next_message(page, timeout=5)
         await agent.disconnect()
         await page.disconnect()
         return row
@@ -242,7 +243,7 @@ def test_many_sockets_closing_at_once_leave_no_group_member(world):
         layer = get_channel_layer()
         pages = [await _watch(world.member, world.project_a.pk) for _ in range(count)]
         for page in pages:
-            await page.receive_json_from(timeout=10)
+            await next_message(page, timeout=10)
         group = layer._get_group_channel_name(project_group(world.project_a.pk))
         joined = len(layer.groups.get(group, ()))
         await asyncio.gather(*(page.disconnect() for page in pages))

@@ -59,8 +59,8 @@ def test_support_sees_fleet_alerts_and_search(fleet_world):
     assert f"{world.org_a.name} / " in page
     assert f"{world.project_a.namespace}/train-0: 8192 MiB, 25%" in page
     assert "V100 8 GiB slice (25 %): 3" in page  # 32 GiB, 8 held: three more 8 GiB slices fit
-    assert "agent silent" in page
-    assert f"Agent of {NODE} silent" in page
+    assert "agent late" in page
+    assert f"Agent of {NODE} late: last report " in page
     assert f"{world.project_b.namespace}/stuck pending since" in page
     assert reverse("project_status", args=[world.project_b.pk]) in page
     assert 'id="search-results"' in page

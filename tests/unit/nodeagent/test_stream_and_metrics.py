@@ -1,4 +1,4 @@
-"""Status stream message building (deltas, full snapshots, bounded buffer, jittered backoff)
+"""Status stream frames (pending entries, per-entry acks, bounded buffer, jittered backoff)
 and the Prometheus exposition of the same figures."""
 
 from __future__ import annotations
@@ -25,29 +25,115 @@ POD = {
 }
 
 
-def test_deltas_carry_only_changes_and_removals():
+def _frame(s: StatusStream) -> dict:
+    return json.loads(s.next_frame())
+
+
+def _ack(s: StatusStream, frame: dict, *refused: tuple[str, bool]) -> None:
+    s.on_reply(
+        {
+            "ack": frame["seq"],
+            "refused": [
+                {"namespace": "acme-ml", "pod": pod, "reason": "not bound yet", "retry": retry}
+                for pod, retry in refused
+            ],
+        }
+    )
+
+
+def test_acknowledged_entries_leave_and_removals_are_sent():
     s = StatusStream("ws://x/ws/agent/", "n", "t", full_every=3600)
     s.offer([], {("acme-ml", "a"): POD})
-    s.offer([], {("acme-ml", "a"): POD})
-    s.offer([], {})
-    first, same, gone = (json.loads(m) for m in s.buffer)
+    first = _frame(s)
     assert first["full"]
     assert first["pods"] == [POD]
+    _ack(s, first)
+    s.offer([], {("acme-ml", "a"): POD})
+    same = _frame(s)
     assert not same["full"]
     assert same["pods"] == []
+    s.offer([], {})
+    gone = _frame(s)
     assert gone["removed"] == [{"namespace": "acme-ml", "pod": "a"}]
     assert [m["seq"] for m in (first, same, gone)] == [1, 2, 3]
+    _ack(s, gone)
+    assert s.pending == {}
 
 
-def test_buffer_drops_oldest_counts_and_forces_a_full_snapshot():
-    s = StatusStream("ws://x/ws/agent/", "n", "t", buffer_size=2, full_every=3600)
-    for _ in range(5):
-        s.offer([], {("acme-ml", "a"): POD})
-    kept = [json.loads(m) for m in s.buffer]
+def test_a_refused_removal_travelling_with_an_unbound_pod_is_not_lost():
+    """Issue #32: the frame carrying the old pod's removal also carried the new pod, which the
+    portal did not know yet; the removal is applied on its own and the new pod goes again."""
+    new = {**POD, "pod": "b", "uid": "u2"}
+    s = StatusStream("ws://x/ws/agent/", "n", "t", full_every=3600)
+    s.offer([], {("acme-ml", "a"): POD})
+    _ack(s, _frame(s))
+    s.offer([], {("acme-ml", "b"): new})  # Recreate: a gone, b new in the same sample
+    frame = _frame(s)
+    assert frame["removed"] == [{"namespace": "acme-ml", "pod": "a"}]
+    assert frame["pods"] == [new]
+    _ack(s, frame, ("b", True))  # the watcher has not bound b yet
+    assert s.pending == {("acme-ml", "b"): new}
+    assert "not bound yet" in s.refusals[("acme-ml", "b")]
+    s.offer([], {("acme-ml", "b"): new})
+    again = _frame(s)
+    assert again["pods"] == [new]
+    assert again["removed"] == []
+    _ack(s, again)
+    assert s.pending == {}
+    assert s.refusals == {}
+
+
+def test_lost_frames_go_again_and_a_newer_entry_is_not_acknowledged_by_an_older_frame():
+    s = StatusStream("ws://x/ws/agent/", "n", "t", full_every=3600)
+    s.offer([], {("acme-ml", "a"): POD})
+    lost = _frame(s)
+    s.on_reply({"error": "the portal could not store this message", "seq": lost["seq"]})
+    s.offer([], {("acme-ml", "a"): POD})
+    first = _frame(s)
+    assert first["pods"] == [POD]  # unchanged since, but never stored: sent again
+    newer = {**POD, "memory_used_bytes": 8}
+    s.offer([], {("acme-ml", "a"): newer})
+    _ack(s, first)  # acknowledges the older figures only
+    assert s.pending == {("acme-ml", "a"): newer}
+    _ack(s, _frame(s), ("a", False))  # refused for good: dropped, not retried
+    assert s.pending == {}
+
+
+def test_buffer_keeps_the_newest_entry_per_pod_bounded_and_counts_drops():
+    s = StatusStream("ws://x/ws/agent/", "n", "t", max_pending=2, full_every=3600)
+    for k in range(5):  # disconnected: samples pile up, one entry per pod
+        s.offer([], {("acme-ml", "a"): {**POD, "memory_used_bytes": k}})
+    assert s.pending == {("acme-ml", "a"): {**POD, "memory_used_bytes": 4}}
+    assert s.dropped == 0
+    pods = {("acme-ml", n): {**POD, "pod": n} for n in "bcd"}
+    s.offer([], pods)  # a gone, b c d new: one slot for a report beside a's removal
     assert s.dropped == 3
-    assert [m["seq"] for m in kept] == [4, 5]
-    assert kept[-1]["full"]
-    assert kept[-1]["dropped"] == 3
+    frame = _frame(s)
+    assert frame["dropped"] == 3
+    assert [p["pod"] for p in frame["pods"]] == ["d"]
+    assert frame["removed"] == [{"namespace": "acme-ml", "pod": "a"}]  # never dropped
+    _ack(s, frame)
+    s.max_pending = 8
+    s.offer([], pods)  # the drops forced a full sample: b and c are put back
+    again = _frame(s)
+    assert again["full"]
+    assert sorted(p["pod"] for p in again["pods"]) == ["b", "c", "d"]
+
+
+def test_findings_are_resent_until_acknowledged():
+    finding = {"kind": "prepare-failed", "ts": 1.0, "namespace": "acme-ml", "subject": "c",
+               "detail": "x"}  # fmt: skip
+    s = StatusStream("ws://x/ws/agent/", "n", "t", full_every=3600)
+    s.offer([], {}, [finding])
+    lost = _frame(s)
+    assert lost["findings"] == [finding]
+    s.on_reply({"error": "down", "seq": lost["seq"]})
+    s.offer([], {})
+    again = _frame(s)
+    assert again["findings"] == [finding]
+    _ack(s, again)
+    s.offer([], {})
+    assert "findings" not in _frame(s)
 
 
 def test_backoff_is_jittered_and_capped():

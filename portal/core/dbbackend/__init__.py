@@ -1,0 +1,1 @@
+"""Django's PostgreSQL backend with a bounded, fail-fast connection wait (`base.py`)."""

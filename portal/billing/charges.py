@@ -2,8 +2,9 @@
 
 The entitlement timeline of a subscription is its orders: each order set the subscription's
 quantity when it was placed (`created_at`), whatever became of its provisioning, so the quantity
-held at an instant is the target of the last order placed before it. The unit price is the one
-the latest order of the subscription was placed at (the price the tenant last confirmed).
+held at an instant is the target of the last order placed before it. Each order's slices are
+priced at the unit price that order was confirmed at (`tranche.priced`): a later price change
+never re-prices them.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from datetime import datetime
 from decimal import Decimal
 
 from portal.orders.models import Order
-from tranche import pricing
+from tranche import priced, pricing
 
 
 @dataclass(frozen=True)
@@ -26,10 +27,15 @@ class SubscriptionMonth:
     product_id: int
     product_name: str
     device_class: str
-    unit_monthly_price: Decimal
+    unit_monthly_price: Decimal  # the latest order's (what one more slice costs now)
     currency: str
     start_quantity: int
     changes: tuple[pricing.Change, ...]
+    orders: tuple[priced.Order, ...] = ()  # every order up to the month's end, in time order
+
+    def lines(self, year: int, month: int) -> list[priced.Line]:
+        """The month's priced lines of this subscription (what its invoice lines bill)."""
+        return priced.month_lines(self.orders, year, month)
 
 
 def subscription_months(
@@ -55,6 +61,7 @@ def subscription_months(
         "currency",
         "created_at",
         "quantity",
+        "pk",
     )
     grouped: dict[int, list[tuple]] = defaultdict(list)
     for row in rows:
@@ -64,6 +71,10 @@ def subscription_months(
         first = sub_rows[0]
         start = 0
         changes: list[pricing.Change] = []
+        history = tuple(
+            priced.Order(at=row[10], quantity=row[11], unit_monthly=row[8], ref=row[12])
+            for row in sub_rows
+        )
         for row in sub_rows:
             at: datetime = row[10]
             if at < begin:
@@ -83,6 +94,7 @@ def subscription_months(
                 currency=sub_rows[-1][9],
                 start_quantity=start,
                 changes=tuple(changes),
+                orders=history,
             )
         )
     return result

@@ -128,12 +128,19 @@ class Invoice(models.Model):
     paid_at = models.DateTimeField(null=True, blank=True)
     voided_at = models.DateTimeField(null=True, blank=True)
     void_reason = models.CharField(max_length=200, blank=True)
+    # the voided invoice of the same month this one replaces (printed and exported with it)
+    corrects = models.OneToOneField(
+        "self", null=True, blank=True, on_delete=models.PROTECT, related_name="corrected_by"
+    )
 
     class Meta:
         ordering = ["-year", "-month", "-id"]
         constraints = [
+            # a void leaves the month open for its corrected invoice
             models.UniqueConstraint(
-                fields=["organization", "year", "month"], name="one_invoice_per_org_month"
+                fields=["organization", "year", "month"],
+                condition=~models.Q(state="void"),
+                name="one_live_invoice_per_org_month",
             ),
             models.UniqueConstraint(
                 fields=["series", "number_year", "number"], name="invoice_number_unique"

@@ -117,8 +117,8 @@ def month_lines(orders: Sequence[Order], year: int, month: int) -> list[Line]:
     slices, inside = _slices(orders, year, month)
     grouped: dict[tuple, int] = defaultdict(int)
     for s in slices:
-        if s.end is not None and s.end < s.start:
-            continue  # re-bought and released in one already-billed hour: nothing either way
+        # a slice re-bought and released in one already-billed hour keeps both its lines (they
+        # cancel): a later order never changes an earlier order's lines
         kind = "month" if s.added_by < 0 else "increase"
         grouped[(s.added_by, kind, s.start, s.unit)] += 1
         if s.end is not None:

@@ -163,3 +163,57 @@ def order_amount(orders: Sequence[Order], new: Order) -> Decimal:
     """What `new` adds to its month's invoice (negative: a credit): the sum of its own lines,
     each rounded as the invoice rounds it."""
     return sum((line.amount for line in order_lines(orders, new)), Decimal("0.00"))
+
+
+def hourly_peaks(
+    intervals: Sequence[tuple[datetime, datetime | None]], year: int, month: int, until: datetime
+) -> dict[int, int]:
+    """Per hour of the month, the most intervals (claims held) open at once in it (up to
+    `until`; an open interval runs until then)."""
+    begin, end = month_start(year, month), min(month_end(year, month), until)
+    spans = [(max(a, begin), min(b or end, end)) for a, b in intervals]
+    spans = [(a, b) for a, b in spans if a < b]
+    peaks: dict[int, int] = {}
+    for a, b in spans:
+        for h in range(hour_index(a, year, month), hour_index(b - HOUR / 3600, year, month) + 1):
+            start = begin + h * HOUR
+            points = {max(start, a)} | {x for x, _ in spans if start <= x < start + HOUR}
+            peaks[h] = max(peaks.get(h, 0), *(_open_at(spans, t) for t in points))
+    return peaks
+
+
+def _open_at(spans: Sequence[tuple[datetime, datetime]], at: datetime) -> int:
+    return sum(1 for a, b in spans if a <= at < b)
+
+
+def overage_slice_hours(
+    orders: Sequence[Order],
+    intervals: Sequence[tuple[datetime, datetime | None]],
+    grace_seconds: int,
+    *,
+    year: int,
+    month: int,
+    until: datetime,
+) -> int:
+    """Slice-hours held beyond the entitlement after a decrease's grace period ended: for each
+    hour that starts at or after the latest decrease before it plus the grace, the most claims
+    held in it less the quantity billed for it (docs/billing.md, "After a cancel")."""
+    lines = month_lines(orders, year, month)
+    billed = [0] * hours_in_month(year, month)
+    for line in lines:
+        for h in range(len(billed) - line.hours, len(billed)):
+            billed[h] += line.delta
+    decreases, held = [], 0
+    for order in orders:
+        if order.quantity < held:
+            decreases.append(order.at)
+        held = order.quantity
+    begin = month_start(year, month)
+    extra = 0
+    for h, peak in hourly_peaks(intervals, year, month, until).items():
+        start = begin + h * HOUR
+        before = [at for at in decreases if at < start + HOUR]
+        if before and start < before[-1] + grace_seconds * HOUR / 3600:
+            continue  # inside the grace period of the latest decrease
+        extra += max(0, peak - billed[h])
+    return extra

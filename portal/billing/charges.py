@@ -14,6 +14,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 
+from django.conf import settings
+from django.db.models import Q
+
 from portal.orders.models import Order
 from tranche import priced, pricing
 
@@ -102,3 +105,36 @@ def subscription_months(
 
 def current_quantity(sub: SubscriptionMonth) -> int:
     return sub.changes[-1].quantity if sub.changes else sub.start_quantity
+
+
+def grace_seconds() -> int:
+    """How long slices beyond a decreased quantity run unbilled (one setting: the controller's
+    cancel grace, TRANCHE_CANCEL_GRACE_SECONDS, at most a day)."""
+    return int(getattr(settings, "CONTROLLER_CANCEL_GRACE_SECONDS", 3600))
+
+
+def usage_intervals(
+    project_ids: list[int], year: int, month: int
+) -> dict[tuple[int, int], list[tuple[datetime, datetime | None]]]:
+    """Per (project id, product id), the ledger's claim lifetimes overlapping the month."""
+    from portal.billing.models import UsageRecord
+
+    begin, end = pricing.month_start(year, month), pricing.month_end(year, month)
+    records = UsageRecord.objects.filter(allocated_at__lt=end).filter(
+        Q(released_at__isnull=True) | Q(released_at__gt=begin)
+    )
+    records = records.filter(project_id__in=project_ids)
+    found: dict[tuple[int, int], list] = defaultdict(list)
+    for project, product, a, b in records.values_list(
+        "project_id", "product_id", "allocated_at", "released_at"
+    ):
+        found[(project, product)].append((a, b))
+    return found
+
+
+def overage_amount(sub: SubscriptionMonth, slice_hours: int, year: int, month: int) -> Decimal:
+    """What `slice_hours` beyond the entitlement cost, at the latest order's unit price spread
+    over the month's hours (what an hour of one slice costs under the plan)."""
+    return priced.amount(
+        sub.unit_monthly_price, 1, slice_hours, pricing.hours_in_month(year, month)
+    )

@@ -110,11 +110,14 @@ def invoice_rows(invoice: Invoice) -> Iterator[dict[str, str]]:
     for line in invoice.lines.all():
         row = _base(invoice, line.amount)
         unit = (line.unit_monthly_price / hours).quantize(UNIT_PRICE)
+        overage = line.kind == "overage"  # held past a cancel's grace: billed per use
         row.update(
             {
-                "ChargeCategory": "Purchase",
+                "ChargeCategory": "Usage" if overage else "Purchase",
                 "ChargeDescription": line.description,
-                "ChargeFrequency": "Recurring",
+                "ChargeFrequency": "Usage-Based" if overage else "Recurring",
+                "ConsumedQuantity": _num(Decimal(line.hours).quantize(QUANTITY)) if overage else "",
+                "ConsumedUnit": SLICE_HOURS if overage else "",
                 "ChargePeriodStart": _ts(line.period_start),
                 "ChargePeriodEnd": _ts(line.period_end),
                 "ContractedUnitPrice": _num(unit),

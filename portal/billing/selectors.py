@@ -13,6 +13,7 @@ from django.db.models import Q, QuerySet
 from django.http import Http404
 from django.utils import timezone
 
+from portal.billing import charges
 from portal.billing.charges import current_quantity, subscription_months
 from portal.billing.models import BillingAccount, CreditNote, Invoice, UsageRecord
 from portal.catalog.taxes import TaxTerms
@@ -122,14 +123,25 @@ def month_to_date(organization: Organization, now: datetime | None = None) -> li
     for record in usage_in(begin, now, organization):
         used[(record.project_id, record.product_id)] += overlap_seconds(record, begin, now, now)
     lines = []
-    for sub in subscription_months([organization.pk], year, month).get(organization.pk, []):
+    subs = subscription_months([organization.pk], year, month).get(organization.pk, [])
+    intervals = charges.usage_intervals([sub.project_id for sub in subs], year, month)
+    for sub in subs:
         segments = pricing.hourly_segments(sub.start_quantity, list(sub.changes), year, month)
         entitled = sum(s.quantity * max(0, min(s.end, started_hours) - s.start) for s in segments)
         seconds = used.get((sub.project_id, sub.product_id), 0)
         ratio = (Decimal(seconds) / 36 / entitled).quantize(Decimal("0.1")) if entitled else None
         held = current_quantity(sub)
         priced_lines = sub.lines(year, month)
-        projected = money.total(line.amount for line in priced_lines)
+        extra = priced.overage_slice_hours(
+            sub.orders,
+            intervals.get((sub.project_id, sub.product_id), []),
+            charges.grace_seconds(),
+            year=year,
+            month=month,
+            until=now,
+        )
+        overage = charges.overage_amount(sub, extra, year, month) if extra else money.ZERO
+        projected = money.total(line.amount for line in priced_lines) + overage
         rest = money.total(
             priced.amount(
                 line.unit_monthly,

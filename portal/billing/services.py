@@ -20,12 +20,13 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from portal.audit.services import record_audit
+from portal.billing import charges
 from portal.billing.accounts import billing_account, seller_details
 from portal.billing.charges import SubscriptionMonth, subscription_months
 from portal.billing.models import CreditNote, DocumentCounter, Invoice, InvoiceLine
 from portal.tenants.errors import ConflictError, ServiceError
 from portal.tenants.models import Organization
-from tranche import money, pricing
+from tranche import money, priced, pricing
 
 SYSTEM = "billing"
 SELLER_REQUIRED = {"address": "TRANCHE_SELLER_ADDRESS", "vat_id": "TRANCHE_SELLER_VAT_ID"}
@@ -43,10 +44,22 @@ def take_number(series: str, year: int) -> int:
 
 
 def _line_rows(subs: list[SubscriptionMonth], year: int, month: int) -> list[InvoiceLine]:
-    """Each subscription's priced lines (every slice at the price its order confirmed)."""
+    """Each subscription's priced lines (every slice at the price its order confirmed), plus
+    one line for slices held past a decrease's grace period (docs/billing.md)."""
     what = {"month": "month", "increase": "increase", "decrease": "decrease (credit)"}
+    usage = charges.usage_intervals(list({sub.project_id for sub in subs}), year, month)
     lines = []
     for sub in subs:
+        extra = priced.overage_slice_hours(
+            sub.orders,
+            usage.get((sub.project_id, sub.product_id), []),
+            charges.grace_seconds(),
+            year=year,
+            month=month,
+            until=pricing.month_end(year, month),
+        )
+        if extra:
+            lines.append(_overage_row(sub, extra, year, month))
         for line in sub.lines(year, month):
             order = f"order #{line.order}, " if line.order else ""
             lines.append(
@@ -87,6 +100,26 @@ def check_month_ended(year: int, month: int, now=None) -> None:
             f"{pricing.month_end(year, month):%Y-%m-%d %H:%M} UTC), so it cannot be invoiced: "
             "orders may still change what it bills. Invoice it after the month's end."
         )
+
+
+def _overage_row(sub: SubscriptionMonth, slice_hours: int, year: int, month: int) -> InvoiceLine:
+    return InvoiceLine(
+        project_id=sub.project_id,
+        product_id=sub.product_id,
+        kind="overage",
+        description=(
+            f"{sub.product_name} in {sub.project_label}: {slice_hours} slice-hours held beyond "
+            f"the plan after the grace period of a cancel or decrease, per started hour at "
+            f"{sub.unit_monthly_price} {sub.currency}/month"
+        )[:300],
+        delta=1,
+        quantity=0,
+        unit_monthly_price=sub.unit_monthly_price,
+        period_start=pricing.month_start(year, month),
+        period_end=pricing.month_end(year, month),
+        hours=slice_hours,
+        amount=charges.overage_amount(sub, slice_hours, year, month),
+    )
 
 
 def generate_invoice(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
@@ -108,6 +109,7 @@ def order_confirm(request: HttpRequest, project_id: int) -> HttpResponse:
         "project": project,
         "product": product,
         "quote": quote,
+        "grace_minutes": getattr(settings, "CONTROLLER_CANCEL_GRACE_SECONDS", 3600) // 60,
         "idempotency_key": uuid.uuid4().hex,
         **nav_context(request, project),
     }

@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from portal.audit.models import AuditLog
 from portal.billing import accounts, selectors, services
-from portal.billing.models import BillingAccount, CreditNote, Invoice
+from portal.billing.models import BillingAccount, CreditNote, Invoice, UsageRecord
 from portal.orders.models import Order
 from portal.orders.selectors import quote_order
 from portal.orders.services import place_order
@@ -102,7 +102,7 @@ def test_only_ended_months_are_invoiced(world) -> None:
 
 
 def test_staff_preview_then_issue_an_ended_month(world, client) -> None:
-    """Items 4 and 10: the admin's issue page previews the lines, issues, refuses a running month."""
+    """Items 4, 10: the admin issue page previews the lines, issues, refuses a running month."""
     order = place_at(
         world.membership(world.owner), world.project_a, world.products[V16], 1, utc(2026, 11, 2)
     )
@@ -247,3 +247,38 @@ def test_the_order_is_placed_in_the_hour_it_was_quoted(world, monkeypatch) -> No
     hour = pricing.hour_index(order.created_at, 2026, 12)
     expected = (order.unit_monthly_price * (744 - hour) / 744).quantize(Decimal("0.01"))
     assert order.prorata_charge == expected
+
+
+def _held_past_cancel(world) -> None:
+    """Buy on Nov 5, cancel on Nov 10 at 10:00; the claim is released only at 14:30."""
+    m, product = world.membership(world.owner), world.products[V16]
+    place_at(m, world.project_a, product, 1, utc(2026, 11, 5))
+    place_at(m, world.project_a, product, 0, utc(2026, 11, 10, 10, 0))
+    UsageRecord.objects.create(
+        claim_uid="uid-late",
+        claim_name="llm-late",
+        organization=world.org_a,
+        project=world.project_a,
+        product=product,
+        allocated_at=utc(2026, 11, 5, 0, 5),
+        released_at=utc(2026, 11, 10, 14, 30),
+        opened_by="event",
+    )
+
+
+def test_slices_held_past_the_grace_period_are_billed(world, settings) -> None:
+    """Item 3: with a 1 h grace, hours 11:00-14:30 after a 10:00 cancel bill 4 slice-hours."""
+    settings.CONTROLLER_CANCEL_GRACE_SECONDS = 3600
+    _held_past_cancel(world)
+    invoice, _ = services.generate_invoice(world.org_a, 2026, 11)
+    (overage,) = invoice.lines.filter(kind="overage")
+    assert overage.hours == 4
+    assert overage.amount == (Decimal("170.00") * 4 / 720).quantize(Decimal("0.01"))
+    assert invoice.net_total == sum(line.amount for line in invoice.lines.all())
+
+
+def test_slices_released_within_the_grace_period_cost_nothing_more(world, settings) -> None:
+    settings.CONTROLLER_CANCEL_GRACE_SECONDS = 5 * 3600
+    _held_past_cancel(world)
+    invoice, _ = services.generate_invoice(world.org_a, 2026, 11)
+    assert not invoice.lines.filter(kind="overage").exists()

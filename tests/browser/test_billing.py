@@ -16,8 +16,8 @@ from portal.catalog.seed import ensure_catalogue
 from portal.orders.models import Order
 from portal.orders.services import place_order
 from portal.tenants.models import Membership
-from tranche import pricing
 from tests.helpers.factories import PASSWORD, make_tenant
+from tranche import pricing
 
 
 def _invoiced_tenant():

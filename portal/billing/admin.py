@@ -81,8 +81,9 @@ class UsageRecordAdmin(ReadOnlyAdmin):
         "released_at",
         "opened_by",
         "closed_by",
+        "times_estimated",
     )
-    list_filter = ("product", "opened_by", "closed_by")
+    list_filter = ("product", "opened_by", "closed_by", "times_estimated")
     search_fields = ("claim_name", "claim_uid", "organization__name", "node")
     date_hierarchy = "allocated_at"
 

@@ -33,6 +33,9 @@ class UsageRecord(models.Model):
     opened_by = models.CharField(max_length=16, help_text="event or resync")
     recorded_at = models.DateTimeField(auto_now_add=True)
     closed_by = models.CharField(max_length=16, blank=True)
+    # True when a time is when Tranche noticed, not one the cluster recorded (the claim left no
+    # trace of it: gone, or its history compacted, while no watcher ran); shown as estimated
+    times_estimated = models.BooleanField(default=False)
 
     class Meta:
         ordering = ["-allocated_at", "-id"]
@@ -51,6 +54,18 @@ class UsageRecord(models.Model):
 
     def __str__(self) -> str:
         return f"{self.claim_name} ({self.product.device_class}) {self.allocated_at:%Y-%m-%d %H:%M}"
+
+
+class MeteringCheckpoint(models.Model):
+    """The last resourceVersion of claims the ledger followed: a watcher started after a gap
+    replays the claims' history from it (while the API server keeps it) before relisting."""
+
+    stream = models.CharField(max_length=32, unique=True)
+    resource_version = models.CharField(max_length=64)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"{self.stream} at {self.resource_version}"
 
 
 class BillingAccount(models.Model):

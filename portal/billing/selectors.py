@@ -106,6 +106,7 @@ class ProductMonth:
     projected: Decimal
     cost_per_hour_now: Decimal
     currency: str
+    estimated: bool = False  # some used time is when Tranche noticed, not the cluster's record
 
 
 def month_to_date(organization: Organization, now: datetime | None = None) -> list[ProductMonth]:
@@ -120,8 +121,11 @@ def month_to_date(organization: Organization, now: datetime | None = None) -> li
     total_hours = pricing.hours_in_month(year, month)
     started_hours = pricing.hour_index(now, year, month) + 1
     used: dict[tuple[int, int], int] = defaultdict(int)
+    estimated: set[tuple[int, int]] = set()
     for record in usage_in(begin, now, organization):
         used[(record.project_id, record.product_id)] += overlap_seconds(record, begin, now, now)
+        if record.times_estimated:
+            estimated.add((record.project_id, record.product_id))
     lines = []
     subs = subscription_months([organization.pk], year, month).get(organization.pk, [])
     intervals = charges.usage_intervals([sub.project_id for sub in subs], year, month)
@@ -166,6 +170,7 @@ def month_to_date(organization: Organization, now: datetime | None = None) -> li
                 projected=projected,
                 cost_per_hour_now=per_hour,
                 currency=sub.currency,
+                estimated=(sub.project_id, sub.product_id) in estimated,
             )
         )
     return lines

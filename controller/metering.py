@@ -18,26 +18,45 @@ log = logging.getLogger(__name__)
 CLAIMS_PATH = "/apis/resource.k8s.io/v1/resourceclaims"
 
 
-def meter_claim_event(kind: str, claim: dict[str, Any]) -> None:
-    """Open or close the claim's usage record (idempotent); never raises."""
-    from portal.billing.metering import observe_claim
+def meter_claim_event(kind: str, claim: dict[str, Any], replaying: bool = False) -> None:
+    """Open or close the claim's usage record (idempotent), then remember the event's version
+    as the ledger's checkpoint; never raises."""
+    from portal.billing.metering import observe_claim, save_checkpoint
 
     try:
-        observe_claim(kind, claim)
+        observe_claim(kind, claim, replaying=replaying)
+        save_checkpoint((claim.get("metadata") or {}).get("resourceVersion", ""))
     except Exception:  # the database may be restarting: the next resync repairs the ledger
         log.exception("ledger: could not record %s of claim %s", kind, _name(claim))
     finally:
         _release_connection()
 
 
-def meter_claims_listed(claims: list[dict[str, Any]], listed_at: datetime) -> None:
-    """Reconcile the ledger with a full LIST of claims sent at `listed_at`; never raises."""
-    from portal.billing.metering import resync_claims
+def meter_claims_listed(
+    claims: list[dict[str, Any]], listed_at: datetime, resource_version: str | None = None
+) -> None:
+    """Reconcile the ledger with a full LIST of claims sent at `listed_at` (at
+    `resource_version`, then the ledger's checkpoint); never raises."""
+    from portal.billing.metering import resync_claims, save_checkpoint
 
     try:
         resync_claims(claims, listed_at)
+        save_checkpoint(resource_version or "")
     except Exception:
         log.exception("ledger: resync from %d listed claims failed", len(claims))
+    finally:
+        _release_connection()
+
+
+def claims_checkpoint() -> str | None:
+    """The claims resourceVersion the ledger last followed (None: never, or unreadable)."""
+    from portal.billing.metering import load_checkpoint
+
+    try:
+        return load_checkpoint()
+    except Exception:
+        log.exception("ledger: could not read the claims checkpoint")
+        return None
     finally:
         _release_connection()
 

@@ -239,11 +239,15 @@ CELERY_BEAT_SCHEDULE = {
 }
 # The controller is not a Django app: its tasks module is imported by name.
 CELERY_IMPORTS = ("controller.tasks",)
-# Printed on every invoice and credit note as the seller.
+# Printed on every invoice and credit note as the seller. An invoice needs the seller's address
+# and VAT id: without them (production leaves them unset until configured) none is issued, and
+# the refusal names these settings; a development instance prints visibly fake ones.
 BILLING_SELLER = {
     "name": env_str("TRANCHE_SELLER_NAME", "Tranche GPU Cloud"),
-    "address": env_str("TRANCHE_SELLER_ADDRESS", ""),
-    "vat_id": env_str("TRANCHE_SELLER_VAT_ID", ""),
+    "address": env_str(
+        "TRANCHE_SELLER_ADDRESS", "Development instance, no postal address" if DEBUG else ""
+    ),
+    "vat_id": env_str("TRANCHE_SELLER_VAT_ID", "XX-DEVELOPMENT" if DEBUG else ""),
     "email": env_str("TRANCHE_SELLER_EMAIL", "billing@tranche.invalid"),
 }
 # An order pending or provisioning longer than this is a stalled reconcile: controller readiness
@@ -256,7 +260,12 @@ AGENT_REPORT_SECONDS = env_float("TRANCHE_AGENT_REPORT_SECONDS", 1.0, minimum=0.
 AGENT_LATE_SECONDS = env_float(
     "TRANCHE_AGENT_LATE_SECONDS", 3 * AGENT_REPORT_SECONDS, minimum=AGENT_REPORT_SECONDS
 )
-CONTROLLER_CANCEL_GRACE_SECONDS = env_int("TRANCHE_CANCEL_GRACE_SECONDS", 3600, minimum=0)
+# After a cancel or decrease, claims beyond the new quantity may run this long unbilled; slices
+# still held after it are billed per started hour (docs/billing.md, "After a cancel"). At most a
+# day, so a misconfiguration cannot leave slices running unbilled for weeks.
+CONTROLLER_CANCEL_GRACE_SECONDS = env_int(
+    "TRANCHE_CANCEL_GRACE_SECONDS", 3600, minimum=0, maximum=86400
+)
 # Tenants' network (docs/security.md): Services of type NodePort/LoadBalancer open a port on
 # every node, so they are refused unless the product offers them; each project namespace accepts
 # connections only from itself and from these namespaces (the platform's ingress controller).

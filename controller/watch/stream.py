@@ -83,8 +83,8 @@ class ResourceStream:
         self.relists += 1
         self.listed_at = datetime.now(UTC)  # before the request: what the list may not show
         body = json.loads(self._get([], stream=False).data)
+        self.resource_version = body["metadata"]["resourceVersion"]  # on_list may record it
         self.on_list(body.get("items", []))
-        self.resource_version = body["metadata"]["resourceVersion"]
 
     def step(self) -> None:
         """Relist when there is no resourceVersion, then watch until the server ends the
@@ -103,12 +103,12 @@ class ResourceStream:
                 raise GoneError(str(exc)) from exc
             raise
 
-    def _watch_once(self) -> None:
+    def _watch_once(self, seconds: int = WATCH_SECONDS) -> None:
         query = [
             ("watch", "true"),
             ("allowWatchBookmarks", "true"),
             ("resourceVersion", self.resource_version),
-            ("timeoutSeconds", WATCH_SECONDS),
+            ("timeoutSeconds", seconds),
         ]
         resp = self._get(query, stream=True)
         with self._lock:
@@ -133,6 +133,19 @@ class ResourceStream:
             with self._lock:
                 self._open = None
             resp.release_conn()
+
+    def replay(self, since: str, seconds: int) -> None:
+        """Deliver every change since resourceVersion `since` (while the API server keeps that
+        history: GoneError once compacted), for `seconds`; keeps no version for later steps."""
+        self.resource_version = since
+        try:
+            self._watch_once(seconds)
+        except ApiException as exc:
+            if exc.status == 410:
+                raise GoneError(str(exc)) from exc
+            raise
+        finally:
+            self.resource_version = None
 
     def cut(self) -> None:
         """End the open watch now (from another thread); later steps return at once."""

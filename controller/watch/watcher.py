@@ -26,6 +26,9 @@ from controller.watch.stream import RESOURCES, GoneError, ResourceStream
 from controller.watch.writer import UsageWriter
 
 log = logging.getLogger("controller.watch")
+# how long a started watcher reads the claims' history since its checkpoint (the server sends
+# what it kept at once; the request then idles until this ends it)
+REPLAY_SECONDS = 2
 
 
 class Backoff:
@@ -49,6 +52,7 @@ class Watcher:
     """Threads that keep a ClusterState current and flush it to the portal."""
 
     def __init__(self, api: client.ApiClient, flush_interval: float = 1.0) -> None:
+        self.api = api
         self.flush_interval = flush_interval
         self.state = ClusterState()
         self.writer = UsageWriter(self.state)
@@ -67,7 +71,32 @@ class Watcher:
     def _listed(self, name: str, items: list[dict[str, Any]]) -> None:
         self.state.replace(name, items)
         if name == "claims":  # the billing ledger follows claims (controller/metering.py)
-            metering.meter_claims_listed(items, self.streams[name].listed_at)
+            stream = self.streams[name]
+            metering.meter_claims_listed(items, stream.listed_at, stream.resource_version)
+
+    def replay_claims(self) -> int:
+        """Before the first relist: feed the ledger the claims' own history since the last
+        version it followed (a claim born and gone while no watcher ran is in it, with its
+        managedFields times), while the API server keeps that history. Returns the events fed;
+        once the history is compacted (410) the relist marks what it cannot know as estimated."""
+        since = metering.claims_checkpoint()
+        if not since:
+            return 0
+        fed = []
+
+        def feed(kind: str, obj: dict[str, Any]) -> None:
+            fed.append(kind)
+            metering.meter_claim_event(kind, obj, replaying=True)
+
+        replay = ResourceStream(self.api, "claims", on_list=lambda items: None, on_event=feed)
+        try:
+            replay.replay(since, REPLAY_SECONDS)
+        except GoneError:
+            log.warning("claims history since %s is compacted: relist times are estimated", since)
+        except (ApiException, urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
+            log.warning("claims history replay failed (%s): the relist repairs the ledger", exc)
+        log.info("replayed %d claim events since resourceVersion %s", len(fed), since)
+        return len(fed)
 
     def _event(self, name: str, kind: str, obj: dict[str, Any]) -> None:
         self.state.apply(name, kind, obj)
@@ -113,6 +142,7 @@ class Watcher:
             self.writer.close()
 
     def start(self) -> list[threading.Thread]:
+        self.replay_claims()
         threads = [
             threading.Thread(target=self.run_stream, args=(r,), name=f"watch-{r}", daemon=True)
             for r in self.streams

@@ -4,8 +4,7 @@ itself: each action is one service call (one transaction, one audit row)."""
 
 from __future__ import annotations
 
-from decimal import Decimal, InvalidOperation
-
+from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
@@ -15,7 +14,7 @@ from django.urls import path, reverse
 from django.utils import timezone
 
 from portal.audit.models import AuditLog
-from portal.billing import reports, selectors, services
+from portal.billing import accounts, reports, selectors, services
 from portal.billing.focus import focus_csv
 from portal.billing.models import BillingAccount, CreditNote, Invoice, UsageRecord
 from portal.core.admin import ReadOnlyAdmin
@@ -25,8 +24,39 @@ from portal.tenants.models import Membership, Organization, Project
 from tranche import money, pricing
 
 
+class BillingAccountForm(forms.ModelForm):
+    """The account form; a currency change that would relabel billed amounts is a form error."""
+
+    class Meta:
+        model = BillingAccount
+        fields = ("legal_name", "address", "vat_id", "email", "currency", "tax_rate_percent")
+
+    def clean_currency(self) -> str:
+        currency = self.cleaned_data["currency"]
+        refusal = accounts.currency_change_refusal(self.instance, currency)
+        if refusal:
+            raise forms.ValidationError(refusal)
+        return currency
+
+
+def parse_month(year: str | None, month: str | None) -> tuple[int, int]:
+    """A (year, month) from query text, or a ServiceError saying what is wrong with it."""
+    now = timezone.now()
+    try:
+        y = int(year) if year not in (None, "") else now.year
+        m = int(month) if month not in (None, "") else now.month
+    except ValueError:
+        raise ServiceError("Year and month must be numbers (e.g. 2026 and 11).") from None
+    if not 1 <= m <= 12 or not 2000 <= y <= 9999:
+        raise ServiceError(
+            f"There is no month {y}-{m}: the month is 1 to 12, the year 2000 or later."
+        )
+    return y, m
+
+
 @admin.register(BillingAccount)
 class BillingAccountAdmin(admin.ModelAdmin):
+    form = BillingAccountForm
     list_display = ("organization", "legal_name", "currency", "tax_rate_percent", "vat_id")
     search_fields = ("organization__name", "legal_name", "vat_id")
     readonly_fields = ("organization",)
@@ -35,7 +65,7 @@ class BillingAccountAdmin(admin.ModelAdmin):
         return False  # created with the first invoice; edited here
 
     def save_model(self, request, obj, form, change) -> None:
-        services.update_billing_account(obj, request.user, form.changed_data)
+        accounts.update_billing_account(obj, request.user, form.changed_data)
 
 
 @admin.register(UsageRecord)
@@ -51,8 +81,9 @@ class UsageRecordAdmin(ReadOnlyAdmin):
         "released_at",
         "opened_by",
         "closed_by",
+        "times_estimated",
     )
-    list_filter = ("product", "opened_by", "closed_by")
+    list_filter = ("product", "opened_by", "closed_by", "times_estimated")
     search_fields = ("claim_name", "claim_uid", "organization__name", "node")
     date_hierarchy = "allocated_at"
 
@@ -114,6 +145,7 @@ class InvoiceAdmin(ReadOnlyAdmin):
             ),
             path("utilisation/", view(self.utilisation_view), name="billing_utilisation"),
             path("focus/", view(self.focus_view), name="billing_focus"),
+            path("issue/", view(self.issue_view), name="billing_issue"),
             *super().get_urls(),
         ]
 
@@ -132,7 +164,7 @@ class InvoiceAdmin(ReadOnlyAdmin):
             **self.admin_site.each_context(request),
             "title": f"Billing: {org.name}",
             "org": org,
-            "account": services.billing_account(org),
+            "account": accounts.billing_account(org),
             "members": Membership.objects.filter(organization=org).select_related("user"),
             "projects": Project.objects.filter(organization=org),
             "subscriptions": Subscription.objects.filter(
@@ -168,12 +200,7 @@ class InvoiceAdmin(ReadOnlyAdmin):
             elif action == "void":
                 services.void_invoice(invoice, request.user, reason)
             elif action == "credit":
-                try:
-                    amount = Decimal(request.POST.get("amount", ""))
-                except InvalidOperation:
-                    raise ServiceError(
-                        "The credit amount is not a number; write it like 12.50 (before tax)."
-                    ) from None
+                amount = services.credit_amount(request.POST.get("amount", ""))
                 note = services.issue_credit_note(invoice, request.user, amount, reason)
                 messages.success(request, f"Credit note {note} issued against {invoice}.")
             else:
@@ -185,10 +212,14 @@ class InvoiceAdmin(ReadOnlyAdmin):
         return HttpResponseRedirect(reverse("admin:billing_organization", args=[org.pk]))
 
     def focus_view(self, request: HttpRequest) -> HttpResponse:
-        """Platform-wide FOCUS 1.0 CSV of one month (?year=&month=)."""
+        """Platform-wide FOCUS 1.2 CSV of one month (?year=&month=); a bad month is a 400 that
+        says so (never another month's file)."""
         if not request.user.has_perm("billing.view_invoice"):
             raise PermissionDenied
-        year, month = self._month(request)
+        try:
+            year, month = parse_month(request.GET.get("year"), request.GET.get("month"))
+        except ServiceError as exc:
+            return HttpResponse(str(exc), status=400, content_type="text/plain; charset=utf-8")
         response = HttpResponse(focus_csv(year, month), content_type="text/csv; charset=utf-8")
         response["Content-Disposition"] = f'attachment; filename="focus-{year}-{month:02d}.csv"'
         return response
@@ -203,6 +234,57 @@ class InvoiceAdmin(ReadOnlyAdmin):
             messages.error(request, "Year and month must be numbers (e.g. 2026 and 11).")
             return now.year, now.month
         return year, month
+
+    # -- issue an invoice for an ended month, after a preview ------------------------------------
+    def issue_view(self, request: HttpRequest) -> HttpResponse:
+        """Staff pick an organization and an ended month, see the lines it would bill, then
+        issue it (`services.generate_invoice`: idempotent, refuses a month not ended)."""
+        if not request.user.has_perm("billing.change_invoice"):
+            raise PermissionDenied
+        data = request.POST if request.method == "POST" else request.GET
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Issue an invoice for an ended month",
+            "organizations": Organization.objects.order_by("name"),
+            "chosen": data.get("organization", ""),
+            "year": data.get("year", ""),
+            "month": data.get("month", ""),
+        }
+        if data.get("organization"):
+            try:
+                org = Organization.objects.filter(pk=int(data["organization"])).first()
+                if org is None:
+                    raise ServiceError("Choose an organization from the list.")
+                year, month = parse_month(data.get("year"), data.get("month"))
+                services.check_month_ended(year, month)
+                if request.method == "POST":
+                    invoice, created = services.generate_invoice(
+                        org, year, month, actor=request.user
+                    )
+                    if invoice is None:
+                        raise ServiceError(
+                            f"{org} held nothing in {year}-{month:02d}: there is nothing to bill."
+                        )
+                    verb = "issued" if created else "already existed"
+                    messages.success(request, f"Invoice {invoice} for {year}-{month:02d} {verb}.")
+                    return HttpResponseRedirect(
+                        reverse("admin:billing_organization", args=[org.pk])
+                    )
+                lines = services.preview_lines(org, year, month)
+                net = money.total(line.amount for line in lines)
+                rate = selectors.account_terms(org)[0]
+                context.update(
+                    org=org,
+                    lines=lines,
+                    net=net,
+                    tax=money.tax_of(net, rate),
+                    total=net + money.tax_of(net, rate),
+                    tax_rate=rate,
+                    existing=Invoice.objects.filter(organization=org, year=year, month=month),
+                )
+            except ServiceError as exc:
+                messages.error(request, str(exc))
+        return TemplateResponse(request, "admin/billing/issue.html", context)
 
     # -- utilisation report -------------------------------------------------------------------
     def utilisation_view(self, request: HttpRequest) -> HttpResponse:

@@ -2,8 +2,9 @@
 
 The entitlement timeline of a subscription is its orders: each order set the subscription's
 quantity when it was placed (`created_at`), whatever became of its provisioning, so the quantity
-held at an instant is the target of the last order placed before it. The unit price is the one
-the latest order of the subscription was placed at (the price the tenant last confirmed).
+held at an instant is the target of the last order placed before it. Each order's slices are
+priced at the unit price that order was confirmed at (`tranche.priced`): a later price change
+never re-prices them.
 """
 
 from __future__ import annotations
@@ -13,8 +14,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 
+from django.conf import settings
+from django.db.models import Q
+
 from portal.orders.models import Order
-from tranche import pricing
+from tranche import priced, pricing
 
 
 @dataclass(frozen=True)
@@ -26,10 +30,15 @@ class SubscriptionMonth:
     product_id: int
     product_name: str
     device_class: str
-    unit_monthly_price: Decimal
+    unit_monthly_price: Decimal  # the latest order's (what one more slice costs now)
     currency: str
     start_quantity: int
     changes: tuple[pricing.Change, ...]
+    orders: tuple[priced.Order, ...] = ()  # every order up to the month's end, in time order
+
+    def lines(self, year: int, month: int) -> list[priced.Line]:
+        """The month's priced lines of this subscription (what its invoice lines bill)."""
+        return priced.month_lines(self.orders, year, month)
 
 
 def subscription_months(
@@ -55,6 +64,7 @@ def subscription_months(
         "currency",
         "created_at",
         "quantity",
+        "pk",
     )
     grouped: dict[int, list[tuple]] = defaultdict(list)
     for row in rows:
@@ -64,6 +74,10 @@ def subscription_months(
         first = sub_rows[0]
         start = 0
         changes: list[pricing.Change] = []
+        history = tuple(
+            priced.Order(at=row[10], quantity=row[11], unit_monthly=row[8], ref=row[12])
+            for row in sub_rows
+        )
         for row in sub_rows:
             at: datetime = row[10]
             if at < begin:
@@ -83,6 +97,7 @@ def subscription_months(
                 currency=sub_rows[-1][9],
                 start_quantity=start,
                 changes=tuple(changes),
+                orders=history,
             )
         )
     return result
@@ -90,3 +105,36 @@ def subscription_months(
 
 def current_quantity(sub: SubscriptionMonth) -> int:
     return sub.changes[-1].quantity if sub.changes else sub.start_quantity
+
+
+def grace_seconds() -> int:
+    """How long slices beyond a decreased quantity run unbilled (one setting: the controller's
+    cancel grace, TRANCHE_CANCEL_GRACE_SECONDS, at most a day)."""
+    return int(getattr(settings, "CONTROLLER_CANCEL_GRACE_SECONDS", 3600))
+
+
+def usage_intervals(
+    project_ids: list[int], year: int, month: int
+) -> dict[tuple[int, int], list[tuple[datetime, datetime | None]]]:
+    """Per (project id, product id), the ledger's claim lifetimes overlapping the month."""
+    from portal.billing.models import UsageRecord
+
+    begin, end = pricing.month_start(year, month), pricing.month_end(year, month)
+    records = UsageRecord.objects.filter(allocated_at__lt=end).filter(
+        Q(released_at__isnull=True) | Q(released_at__gt=begin)
+    )
+    records = records.filter(project_id__in=project_ids)
+    found: dict[tuple[int, int], list] = defaultdict(list)
+    for project, product, a, b in records.values_list(
+        "project_id", "product_id", "allocated_at", "released_at"
+    ):
+        found[(project, product)].append((a, b))
+    return found
+
+
+def overage_amount(sub: SubscriptionMonth, slice_hours: int, year: int, month: int) -> Decimal:
+    """What `slice_hours` beyond the entitlement cost, at the latest order's unit price spread
+    over the month's hours (what an hour of one slice costs under the plan)."""
+    return priced.amount(
+        sub.unit_monthly_price, 1, slice_hours, pricing.hours_in_month(year, month)
+    )

@@ -1,129 +1,244 @@
-"""FOCUS (FinOps Open Cost and Usage Specification) 1.0 CSV of issued invoices and credit notes.
+"""FOCUS (FinOps Open Cost and Usage Specification) 1.2 CSV of invoices, credit notes and usage.
 
-FOCUS 1.0 is the newest version the PyPI `focus-validator` (1.0.0) validates; the columns are
-its required set. One row per invoice line (a full month or pro-ration is a Recurring Purchase,
-a decrease a Recurring Credit), one Tax row per invoice, and one Credit/Correction row (plus its
-tax) per credit note. Drafts and void invoices are not billed, so not exported. Costs are the
-billed amounts (no discounts: list = contracted = effective = billed).
+Column IDs and rules are the 1.2 specification's (FOCUS_Spec tag v1.2, specification/columns/):
+every Mandatory column, and the Recommended/Conditional ones Tranche can fill, then custom `x_`
+columns after them (specification/attributes/column_handling.md). Rows, per month:
+- one Purchase row per invoice line (a full month or pro-ration; a decrease is a negative
+  Purchase, a refund of slices bought), Recurring, priced in slice-hours: PricingQuantity is the
+  exact slice-hours (delta x hours), ListUnitPrice the monthly price spread over the month;
+- one Usage row per project and product from the metering ledger, Usage-Based, cost 0 (the
+  entitlement is billed by the Purchase rows): ConsumedQuantity is slice-hours held, and
+  x_ConsumedGpuHours the same normalised by the slice's fraction of its GPU (four 25 % slices for
+  one hour = 1.000000);
+- one Tax row per invoice (One-Time);
+- per credit note, a Credit row and its Tax row, both corrections (ChargeClass Correction),
+  One-Time;
+- a void invoice's rows as issued, each followed by its reversal (Correction, One-Time), so the
+  month sums to what its corrected invoice (InvoiceId, x_Corrects) bills. Drafts are left out.
+Costs are the billed amounts (no discounts: list = contracted = effective = billed).
 """
 
 from __future__ import annotations
 
 import csv
 import json
+from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from decimal import Decimal
 from io import StringIO
 
+from django.utils import timezone
+
 from portal.billing.models import CreditNote, Invoice
+from portal.billing.selectors import overlap_seconds, usage_in
 from portal.tenants.models import Organization
 from tranche import pricing
 
 COLUMNS = [
-    "AvailabilityZone", "BilledCost", "BillingAccountId", "BillingAccountName", "BillingCurrency",
-    "BillingPeriodEnd", "BillingPeriodStart", "ChargeCategory", "ChargeClass", "ChargeDescription",
-    "ChargeFrequency", "ChargePeriodEnd", "ChargePeriodStart", "CommitmentDiscountCategory",
-    "CommitmentDiscountId", "CommitmentDiscountName", "CommitmentDiscountStatus",
-    "CommitmentDiscountType", "ConsumedQuantity", "ConsumedUnit", "ContractedCost",
-    "ContractedUnitPrice", "EffectiveCost", "InvoiceIssuer", "ListCost", "ListUnitPrice",
-    "PricingCategory", "PricingQuantity", "PricingUnit", "Provider", "Publisher", "RegionId",
-    "RegionName", "ResourceID", "ResourceName", "ResourceType", "ServiceCategory", "ServiceName",
-    "SkuId", "SkuPriceId", "SubAccountId", "SubAccountName", "Tags",
+    "BilledCost", "BillingAccountId", "BillingAccountName", "BillingCurrency",
+    "BillingPeriodEnd", "BillingPeriodStart", "ChargeCategory", "ChargeClass",
+    "ChargeDescription", "ChargeFrequency", "ChargePeriodEnd", "ChargePeriodStart",
+    "ConsumedQuantity", "ConsumedUnit", "ContractedCost", "ContractedUnitPrice", "EffectiveCost",
+    "InvoiceId", "InvoiceIssuerName", "ListCost", "ListUnitPrice", "PricingCategory",
+    "PricingQuantity", "PricingUnit", "ProviderName", "PublisherName", "ResourceId",
+    "ResourceName", "ResourceType", "ServiceCategory", "ServiceName", "SkuId", "SkuPriceId",
+    "SubAccountId", "SubAccountName", "Tags",
+    # custom columns, after the specification's
+    "x_ConsumedGpuHours", "x_CreditNoteId", "x_InvoiceState", "x_Corrects",
 ]  # fmt: skip
-BILLED = (Invoice.State.ISSUED, Invoice.State.PAID)
+EXPORTED = (Invoice.State.ISSUED, Invoice.State.PAID, Invoice.State.VOID)
+QUANTITY = Decimal("0.000001")
+UNIT_PRICE = Decimal("0.0000000001")
+SLICE_HOURS = "Slice-Hours"
 
 
 def _ts(value) -> str:
     return value.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def _num(value: Decimal) -> str:
+    """A FOCUS numeric value: plain decimal notation, never an exponent ("0E-10")."""
+    return format(value, "f")
+
+
 def _base(invoice: Invoice, cost: Decimal) -> dict[str, str]:
     seller = invoice.seller.get("name") or "Tranche"
+    start = _ts(pricing.month_start(invoice.year, invoice.month))
+    end = _ts(pricing.month_end(invoice.year, invoice.month))
     return {
-        "BilledCost": str(cost),
+        "BilledCost": _num(cost),
         "BillingAccountId": invoice.buyer.get("organization", ""),
         "BillingAccountName": invoice.buyer.get("name", ""),
         "BillingCurrency": invoice.currency,
-        "BillingPeriodStart": _ts(pricing.month_start(invoice.year, invoice.month)),
-        "BillingPeriodEnd": _ts(pricing.month_end(invoice.year, invoice.month)),
-        "ChargeFrequency": "Recurring",
-        "ChargePeriodStart": _ts(pricing.month_start(invoice.year, invoice.month)),
-        "ChargePeriodEnd": _ts(pricing.month_end(invoice.year, invoice.month)),
-        "ContractedCost": str(cost),
-        "EffectiveCost": str(cost),
-        "ListCost": str(cost),
-        "InvoiceIssuer": seller,
-        "Provider": seller,
-        "Publisher": seller,
+        "BillingPeriodStart": start,
+        "BillingPeriodEnd": end,
+        "ChargePeriodStart": start,
+        "ChargePeriodEnd": end,
+        "ContractedCost": _num(cost),
+        "EffectiveCost": _num(cost),
+        "ListCost": _num(cost),
+        "InvoiceId": invoice.display_number,
+        "InvoiceIssuerName": seller,
+        "ProviderName": seller,
+        "PublisherName": seller,
         "ServiceCategory": "Compute",
         "ServiceName": "GPU slices",
         "Tags": json.dumps({"tranche/invoice": str(invoice)}),
+        "x_InvoiceState": invoice.state,
+        "x_Corrects": invoice.corrects.display_number if invoice.corrects_id else "",
     }
 
 
+def _resource(row: dict[str, str], project, product, sku_price: str) -> None:
+    row.update(
+        {
+            "PricingCategory": "Standard",
+            "ResourceId": f"{project.namespace}/{product.device_class}",
+            "ResourceName": f"{product.name} in {project.slug}",
+            "ResourceType": "GPU slice entitlement",
+            "SkuId": product.device_class,
+            "SkuPriceId": f"{product.device_class}@{sku_price}",
+            "SubAccountId": project.namespace,
+            "SubAccountName": project.slug,
+        }
+    )
+
+
 def invoice_rows(invoice: Invoice) -> Iterator[dict[str, str]]:
+    """The invoice's Purchase rows and its Tax row (as issued)."""
     hours = pricing.hours_in_month(invoice.year, invoice.month)
     for line in invoice.lines.all():
         row = _base(invoice, line.amount)
+        unit = (line.unit_monthly_price / hours).quantize(UNIT_PRICE)
+        overage = line.kind == "overage"  # held past a cancel's grace: billed per use
         row.update(
             {
-                "ChargeCategory": "Credit" if line.amount < 0 else "Purchase",
+                "ChargeCategory": "Usage" if overage else "Purchase",
                 "ChargeDescription": line.description,
+                "ChargeFrequency": "Usage-Based" if overage else "Recurring",
+                "ConsumedQuantity": _num(Decimal(line.hours).quantize(QUANTITY)) if overage else "",
+                "ConsumedUnit": SLICE_HOURS if overage else "",
                 "ChargePeriodStart": _ts(line.period_start),
                 "ChargePeriodEnd": _ts(line.period_end),
-                "ContractedUnitPrice": str(line.unit_monthly_price),
-                "ListUnitPrice": str(line.unit_monthly_price),
-                "PricingCategory": "Standard",
-                "PricingQuantity": str(
-                    (Decimal(line.delta * line.hours) / hours).quantize(Decimal("0.000001"))
-                ),
-                "PricingUnit": "Slice-Months",
-                "ResourceID": f"{line.project.namespace}/{line.product.device_class}",
-                "ResourceName": f"{line.product.name} in {line.project.slug}",
-                "ResourceType": "GPU slice entitlement",
-                "SkuId": line.product.device_class,
-                "SkuPriceId": f"{line.product.device_class}@{line.unit_monthly_price}",
-                "SubAccountId": line.project.namespace,
-                "SubAccountName": line.project.slug,
+                "ContractedUnitPrice": _num(unit),
+                "ListUnitPrice": _num(unit),
+                "PricingQuantity": _num(Decimal(line.delta * line.hours)),
+                "PricingUnit": SLICE_HOURS,
             }
         )
+        _resource(row, line.project, line.product, f"{line.unit_monthly_price}/month")
         yield row
     tax = _base(invoice, invoice.tax_total)
-    tax.update({"ChargeCategory": "Tax", "ChargeDescription": f"Tax {invoice.tax_rate_percent} %"})
+    tax.update(
+        {
+            "ChargeCategory": "Tax",
+            "ChargeDescription": f"Tax {invoice.tax_rate_percent} % on {invoice.net_total}",
+            "ChargeFrequency": "One-Time",
+        }
+    )
     yield tax
+
+
+def usage_rows(invoice: Invoice) -> Iterator[dict[str, str]]:
+    """What the invoice's organization held in the month, from the ledger (cost 0)."""
+    begin = pricing.month_start(invoice.year, invoice.month)
+    end = pricing.month_end(invoice.year, invoice.month)
+    now = timezone.now()
+    seconds: dict[tuple, int] = defaultdict(int)
+    what: dict[tuple, tuple] = {}
+    records = usage_in(begin, end).filter(organization_id=invoice.organization_id)
+    for record in records.select_related("project", "product"):
+        key = (record.project_id, record.product_id)
+        seconds[key] += overlap_seconds(record, begin, end, now)
+        what[key] = (record.project, record.product)
+    for key in sorted(seconds):
+        project, product = what[key]
+        held = Decimal(seconds[key])
+        slice_hours = (held / 3600).quantize(QUANTITY)
+        row = _base(invoice, Decimal("0.00"))
+        row.update(
+            {
+                "ChargeCategory": "Usage",
+                "ChargeDescription": (
+                    f"{product.name} held in {project.slug} (included in the entitlement)"
+                ),
+                "ChargeFrequency": "Usage-Based",
+                "ConsumedQuantity": _num(slice_hours),
+                "ConsumedUnit": SLICE_HOURS,
+                "ContractedUnitPrice": "0",
+                "ListUnitPrice": "0",
+                "PricingQuantity": _num(slice_hours),
+                "PricingUnit": SLICE_HOURS,
+                "x_ConsumedGpuHours": _num(
+                    (held * product.fraction_percent / 100 / 3600).quantize(QUANTITY)
+                ),
+            }
+        )
+        _resource(row, project, product, "included")
+        yield row
+
+
+def void_rows(invoice: Invoice) -> Iterator[dict[str, str]]:
+    """A void invoice's rows as issued, each followed by its reversal."""
+    for row in invoice_rows(invoice):
+        yield row
+        reverse = dict(row)
+        for column in ("BilledCost", "ContractedCost", "EffectiveCost", "ListCost"):
+            reverse[column] = _num(-Decimal(row[column]))
+        if row.get("PricingQuantity"):
+            reverse["PricingQuantity"] = _num(-Decimal(row["PricingQuantity"]))
+        reverse.update(
+            {
+                "ChargeClass": "Correction",
+                "ChargeFrequency": "One-Time",
+                "ChargeDescription": f"Void of {invoice}: {invoice.void_reason}"[:300],
+            }
+        )
+        yield reverse
 
 
 def credit_note_rows(note: CreditNote) -> Iterator[dict[str, str]]:
     invoice = note.invoice
-    for cost, what in ((-note.net_amount, note.reason), (-note.tax_amount, "Tax on credit")):
+    for cost, category, what in (
+        (-note.net_amount, "Credit", note.reason),
+        (-note.tax_amount, "Tax", "Tax on credit"),
+    ):
         row = _base(invoice, cost)
         row.update(
             {
-                "ChargeCategory": "Credit" if what == note.reason else "Tax",
+                "ChargeCategory": category,
                 "ChargeClass": "Correction",
+                "ChargeFrequency": "One-Time",
                 "ChargeDescription": f"Credit note {note}: {what}"[:300],
                 "Tags": json.dumps(
                     {"tranche/invoice": str(invoice), "tranche/credit-note": str(note)}
                 ),
+                "x_CreditNoteId": note.display_number,
             }
         )
         yield row
 
 
 def focus_rows(year: int, month: int, organization: Organization | None = None) -> Iterable[dict]:
-    invoices = Invoice.objects.filter(year=year, month=month, state__in=BILLED).order_by("pk")
+    invoices = Invoice.objects.filter(year=year, month=month, state__in=EXPORTED).order_by("pk")
     notes = CreditNote.objects.filter(invoice__year=year, invoice__month=month).order_by("pk")
     if organization is not None:
         invoices = invoices.filter(organization=organization)
         notes = notes.filter(invoice__organization=organization)
-    for invoice in invoices.prefetch_related("lines__project", "lines__product"):
-        yield from invoice_rows(invoice)
-    for note in notes.select_related("invoice"):
+    for invoice in invoices.select_related("corrects").prefetch_related(
+        "lines__project", "lines__product"
+    ):
+        if invoice.state == Invoice.State.VOID:
+            yield from void_rows(invoice)
+        else:
+            yield from invoice_rows(invoice)
+            yield from usage_rows(invoice)
+    for note in notes.select_related("invoice", "invoice__corrects"):
         yield from credit_note_rows(note)
 
 
 def focus_csv(year: int, month: int, organization: Organization | None = None) -> str:
-    """The month's FOCUS 1.0 CSV (every organization when `organization` is None)."""
+    """The month's FOCUS 1.2 CSV (every organization when `organization` is None)."""
     out = StringIO()
     writer = csv.DictWriter(out, fieldnames=COLUMNS, restval="")
     writer.writeheader()

@@ -28,7 +28,7 @@ from django.db.models import Count, Max, Q
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from portal.billing.models import UsageRecord
+from portal.billing.models import MeteringCheckpoint, UsageRecord
 from portal.catalog.models import Product
 from portal.tenants.models import Project
 
@@ -101,6 +101,7 @@ def _open(fact: ClaimFact, now: datetime, source: str, projects, products) -> bo
     if project is None or product is None or not fact.uid:
         return False  # not a tenant namespace or not a Tranche class: not billed
     allocated_at = min(fact.allocated_at or now, now)
+    estimated = fact.allocated_at is None
     known = UsageRecord.objects.filter(claim_uid=fact.uid)
     if known.filter(released_at__isnull=True).exists():
         return False
@@ -118,30 +119,46 @@ def _open(fact: ClaimFact, now: datetime, source: str, projects, products) -> bo
                 device=fact.device,
                 allocated_at=allocated_at,
                 opened_by=source,
+                times_estimated=estimated,
             )
     except IntegrityError:  # a concurrent writer opened it first
         return False
     return True
 
 
-def _close(uid: str, at: datetime, source: str) -> int:
-    """Close the claim's open record at `at` (never before it was opened)."""
+def _close(uid: str, at: datetime, source: str, estimated: bool = False) -> int:
+    """Close the claim's open record at `at` (never before it was opened); `estimated` when
+    `at` is when Tranche noticed, not a time the cluster recorded."""
     closed = 0
     for record in UsageRecord.objects.filter(claim_uid=uid, released_at__isnull=True):
         closed += UsageRecord.objects.filter(pk=record.pk, released_at__isnull=True).update(
-            released_at=max(at, record.allocated_at), closed_by=source
+            released_at=max(at, record.allocated_at),
+            closed_by=source,
+            times_estimated=record.times_estimated or estimated,
         )
     return closed
 
 
-def observe_claim(kind: str, claim: dict[str, Any], now: datetime | None = None) -> None:
-    """Fold one watch event of a ResourceClaim into the ledger."""
+def observe_claim(
+    kind: str, claim: dict[str, Any], now: datetime | None = None, replaying: bool = False
+) -> None:
+    """Fold one watch event of a ResourceClaim into the ledger.
+
+    `replaying`: the event comes from the history a started watcher reads since its checkpoint,
+    so "now" is not when it happened. The allocation's time is the cluster's either way; a
+    release is then taken from a later event's deletionTimestamp (the claim's deletion follows
+    its de-allocation within moments), else closed when noticed and marked estimated."""
     now = now or timezone.now()
     fact = parse_claim(claim)
     if not fact.uid:
         return
     if kind == "DELETED" or not fact.allocated:
-        _close(fact.uid, min(fact.deleted_at or now, now), "event")
+        if fact.deleted_at is not None:
+            _close(fact.uid, min(fact.deleted_at, now), "event")
+        elif not replaying:
+            _close(fact.uid, now, "event")  # seen as it happened
+        elif kind == "DELETED":
+            _close(fact.uid, now, "event", estimated=True)
         return
     if fact.deleted_at is not None:
         # still allocated while being deleted: released from the deletion on
@@ -182,11 +199,28 @@ def resync_claims(
             live.add(fact.uid)
     stale = UsageRecord.objects.filter(released_at__isnull=True, recorded_at__lt=listed_at)
     for uid in stale.values_list("claim_uid", flat=True):
-        if uid not in live:
-            closed += _close(uid, now, "resync")
+        if uid not in live:  # gone from the list: released while unseen, time unknown
+            closed += _close(uid, now, "resync", estimated=True)
     if opened or closed:
         log.info("ledger resync: opened %d, closed %d", opened, closed)
     return {"opened": opened, "closed": closed}
+
+
+def load_checkpoint(stream: str = "claims") -> str | None:
+    """The resourceVersion the ledger last followed `stream` to (None: never)."""
+    return (
+        MeteringCheckpoint.objects.filter(stream=stream)
+        .values_list("resource_version", flat=True)
+        .first()
+    )
+
+
+def save_checkpoint(resource_version: str, stream: str = "claims") -> None:
+    """Remember how far the ledger has followed `stream` (idempotent upsert)."""
+    if resource_version:
+        MeteringCheckpoint.objects.update_or_create(
+            stream=stream, defaults={"resource_version": resource_version}
+        )
 
 
 KNOWN_BATCH = 5000  # claim uids per query (bound parameters stay far below PostgreSQL's limit)

@@ -33,6 +33,9 @@ class UsageRecord(models.Model):
     opened_by = models.CharField(max_length=16, help_text="event or resync")
     recorded_at = models.DateTimeField(auto_now_add=True)
     closed_by = models.CharField(max_length=16, blank=True)
+    # True when a time is when Tranche noticed, not one the cluster recorded (the claim left no
+    # trace of it: gone, or its history compacted, while no watcher ran); shown as estimated
+    times_estimated = models.BooleanField(default=False)
 
     class Meta:
         ordering = ["-allocated_at", "-id"]
@@ -51,6 +54,18 @@ class UsageRecord(models.Model):
 
     def __str__(self) -> str:
         return f"{self.claim_name} ({self.product.device_class}) {self.allocated_at:%Y-%m-%d %H:%M}"
+
+
+class MeteringCheckpoint(models.Model):
+    """The last resourceVersion of claims the ledger followed: a watcher started after a gap
+    replays the claims' history from it (while the API server keeps it) before relisting."""
+
+    stream = models.CharField(max_length=32, unique=True)
+    resource_version = models.CharField(max_length=64)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"{self.stream} at {self.resource_version}"
 
 
 class BillingAccount(models.Model):
@@ -128,12 +143,19 @@ class Invoice(models.Model):
     paid_at = models.DateTimeField(null=True, blank=True)
     voided_at = models.DateTimeField(null=True, blank=True)
     void_reason = models.CharField(max_length=200, blank=True)
+    # the voided invoice of the same month this one replaces (printed and exported with it)
+    corrects = models.OneToOneField(
+        "self", null=True, blank=True, on_delete=models.PROTECT, related_name="corrected_by"
+    )
 
     class Meta:
         ordering = ["-year", "-month", "-id"]
         constraints = [
+            # a void leaves the month open for its corrected invoice
             models.UniqueConstraint(
-                fields=["organization", "year", "month"], name="one_invoice_per_org_month"
+                fields=["organization", "year", "month"],
+                condition=~models.Q(state="void"),
+                name="one_live_invoice_per_org_month",
             ),
             models.UniqueConstraint(
                 fields=["series", "number_year", "number"], name="invoice_number_unique"

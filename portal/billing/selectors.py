@@ -6,17 +6,59 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
 
 from django.db.models import Q, QuerySet
 from django.http import Http404
 from django.utils import timezone
 
+from portal.billing import charges
 from portal.billing.charges import current_quantity, subscription_months
-from portal.billing.models import CreditNote, Invoice, UsageRecord
+from portal.billing.models import BillingAccount, CreditNote, Invoice, UsageRecord
+from portal.catalog.taxes import TaxTerms
 from portal.tenants.models import Organization
-from tranche import money, pricing
+from tranche import money, priced, pricing
+
+
+def account_terms(organization: Organization) -> tuple[Decimal, str]:
+    """(tax rate percent, currency) the organization is billed at; the account's defaults when
+    it has no account row yet (the first invoice creates it with those same defaults)."""
+    account = BillingAccount.objects.filter(organization=organization).first()
+    if account is None:
+        account = BillingAccount(organization=organization)
+    return Decimal(account.tax_rate_percent), account.currency
+
+
+def month_net(organization: Organization, year: int, month: int) -> Decimal:
+    """The net of the organization's invoice of the month as its orders stand now."""
+    subs = subscription_months([organization.pk], year, month).get(organization.pk, [])
+    return money.total(line.amount for sub in subs for line in sub.lines(year, month))
+
+
+def tax_terms(organization: Organization, at: datetime) -> TaxTerms:
+    """What an order's quote needs to show its tax (registered as the orders' tax source)."""
+    rate, currency = account_terms(organization)
+    return TaxTerms(
+        rate_percent=rate,
+        currency=currency,
+        month_net=month_net(organization, *pricing.month_of(at)),
+    )
+
+
+class _TaxSource:
+    """The catalogue's and the quotes' view of billing accounts (see `portal.catalog.taxes`)."""
+
+    def rate(self, organization: Organization | None) -> Decimal:
+        if organization is None:
+            return Decimal(BillingAccount._meta.get_field("tax_rate_percent").default)
+        return account_terms(organization)[0]
+
+    def terms(self, organization: Organization, at: datetime) -> TaxTerms:
+        return tax_terms(organization, at)
+
+
+TAX_SOURCE = _TaxSource()
 
 
 def usage_in(
@@ -51,7 +93,7 @@ def slice_seconds(
 
 @dataclass(frozen=True)
 class ProductMonth:
-    """One product of one project on the tenant's billing page."""
+    """One product of one project on the tenant's billing page (amounts net of tax)."""
 
     project_label: str
     product_name: str
@@ -64,24 +106,57 @@ class ProductMonth:
     projected: Decimal
     cost_per_hour_now: Decimal
     currency: str
+    estimated: bool = False  # some used time is when Tranche noticed, not the cluster's record
 
 
 def month_to_date(organization: Organization, now: datetime | None = None) -> list[ProductMonth]:
-    """Entitled vs used slice-hours, cost so far and projected total, per project and product."""
+    """Entitled vs used slice-hours, cost so far and projected total, per project and product.
+
+    Cost so far is the projected invoice less the rounded rest of each line after the hours
+    started so far, so once nothing changes any more (a cancelled slice) it is the invoice's
+    amount to the cent."""
     now = now or timezone.now()
     year, month = pricing.month_of(now)
     begin = pricing.month_start(year, month)
+    total_hours = pricing.hours_in_month(year, month)
     started_hours = pricing.hour_index(now, year, month) + 1
     used: dict[tuple[int, int], int] = defaultdict(int)
+    estimated: set[tuple[int, int]] = set()
     for record in usage_in(begin, now, organization):
         used[(record.project_id, record.product_id)] += overlap_seconds(record, begin, now, now)
+        if record.times_estimated:
+            estimated.add((record.project_id, record.product_id))
     lines = []
-    for sub in subscription_months([organization.pk], year, month).get(organization.pk, []):
+    subs = subscription_months([organization.pk], year, month).get(organization.pk, [])
+    intervals = charges.usage_intervals([sub.project_id for sub in subs], year, month)
+    for sub in subs:
         segments = pricing.hourly_segments(sub.start_quantity, list(sub.changes), year, month)
         entitled = sum(s.quantity * max(0, min(s.end, started_hours) - s.start) for s in segments)
         seconds = used.get((sub.project_id, sub.product_id), 0)
         ratio = (Decimal(seconds) / 36 / entitled).quantize(Decimal("0.1")) if entitled else None
         held = current_quantity(sub)
+        priced_lines = sub.lines(year, month)
+        extra = priced.overage_slice_hours(
+            sub.orders,
+            intervals.get((sub.project_id, sub.product_id), []),
+            charges.grace_seconds(),
+            year=year,
+            month=month,
+            until=now,
+        )
+        overage = charges.overage_amount(sub, extra, year, month) if extra else money.ZERO
+        projected = money.total(line.amount for line in priced_lines) + overage
+        rest = money.total(
+            priced.amount(
+                line.unit_monthly,
+                line.delta,
+                min(line.hours, total_hours - started_hours),
+                total_hours,
+            )
+            for line in priced_lines
+        )
+        held_units = priced.held_at(sub.orders, now + timedelta(seconds=1))
+        per_hour = money.round_cents(sum(held_units, Decimal(0)) / total_hours)
         lines.append(
             ProductMonth(
                 project_label=sub.project_label,
@@ -91,17 +166,11 @@ def month_to_date(organization: Organization, now: datetime | None = None) -> li
                 entitled_slice_hours=Decimal(entitled),
                 used_slice_hours=(Decimal(seconds) / 3600).quantize(Decimal("0.01")),
                 utilisation_percent=ratio,
-                cost_so_far=pricing.cost_to(
-                    sub.unit_monthly_price, sub.start_quantity, list(sub.changes), now
-                ),
-                projected=money.total(
-                    line.amount
-                    for line in pricing.invoice_lines(
-                        sub.unit_monthly_price, sub.start_quantity, list(sub.changes), year, month
-                    )
-                ),
-                cost_per_hour_now=pricing.hourly_rate(sub.unit_monthly_price, held, now),
+                cost_so_far=projected - rest,
+                projected=projected,
+                cost_per_hour_now=per_hour,
                 currency=sub.currency,
+                estimated=(sub.project_id, sub.product_id) in estimated,
             )
         )
     return lines

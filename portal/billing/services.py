@@ -16,49 +16,20 @@ from __future__ import annotations
 from collections.abc import Callable
 from decimal import Decimal
 
-from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from portal.audit.services import record_audit
+from portal.billing import charges
+from portal.billing.accounts import billing_account, seller_details
 from portal.billing.charges import SubscriptionMonth, subscription_months
-from portal.billing.models import BillingAccount, CreditNote, DocumentCounter, Invoice, InvoiceLine
+from portal.billing.models import CreditNote, DocumentCounter, Invoice, InvoiceLine
 from portal.tenants.errors import ConflictError, ServiceError
 from portal.tenants.models import Organization
-from tranche import money, pricing
+from tranche import money, priced, pricing
 
 SYSTEM = "billing"
-
-
-def seller_details() -> dict[str, str]:
-    return dict(getattr(settings, "BILLING_SELLER", {}))
-
-
-def billing_account(organization: Organization) -> BillingAccount:
-    """The organization's account (created with defaults on first use)."""
-    account, _ = BillingAccount.objects.get_or_create(
-        organization=organization, defaults={"legal_name": organization.name}
-    )
-    return account
-
-
-ACCOUNT_FIELDS = ("legal_name", "address", "vat_id", "email", "currency", "tax_rate_percent")
-
-
-@transaction.atomic
-def update_billing_account(account: BillingAccount, actor, changed: list[str]) -> BillingAccount:
-    """Save staff's edit of an account with its audit row; issued invoices keep their copies."""
-    before = BillingAccount.objects.filter(pk=account.pk).values(*ACCOUNT_FIELDS).first() or {}
-    account.save()
-    record_audit(
-        actor=actor,
-        action="billing_account.change",
-        obj=account,
-        organization_id=account.organization_id,
-        before={k: str(before.get(k, "")) for k in changed if k in ACCOUNT_FIELDS},
-        after={k: str(getattr(account, k)) for k in changed if k in ACCOUNT_FIELDS},
-    )
-    return account
+SELLER_REQUIRED = {"address": "TRANCHE_SELLER_ADDRESS", "vat_id": "TRANCHE_SELLER_VAT_ID"}
 
 
 def take_number(series: str, year: int) -> int:
@@ -73,12 +44,24 @@ def take_number(series: str, year: int) -> int:
 
 
 def _line_rows(subs: list[SubscriptionMonth], year: int, month: int) -> list[InvoiceLine]:
+    """Each subscription's priced lines (every slice at the price its order confirmed), plus
+    one line for slices held past a decrease's grace period (docs/billing.md)."""
+    what = {"month": "month", "increase": "increase", "decrease": "decrease (credit)"}
+    usage = charges.usage_intervals(list({sub.project_id for sub in subs}), year, month)
     lines = []
     for sub in subs:
-        for line in pricing.invoice_lines(
-            sub.unit_monthly_price, sub.start_quantity, list(sub.changes), year, month
-        ):
-            what = {"month": "month", "increase": "increase", "decrease": "decrease (credit)"}
+        extra = priced.overage_slice_hours(
+            sub.orders,
+            usage.get((sub.project_id, sub.product_id), []),
+            charges.grace_seconds(),
+            year=year,
+            month=month,
+            until=pricing.month_end(year, month),
+        )
+        if extra:
+            lines.append(_overage_row(sub, extra, year, month))
+        for line in sub.lines(year, month):
+            order = f"order #{line.order}, " if line.order else ""
             lines.append(
                 InvoiceLine(
                     project_id=sub.project_id,
@@ -86,12 +69,13 @@ def _line_rows(subs: list[SubscriptionMonth], year: int, month: int) -> list[Inv
                     kind=line.kind,
                     description=(
                         f"{sub.product_name} x {abs(line.delta)} in {sub.project_label}: "
-                        f"{what[line.kind]} from {line.period_start:%Y-%m-%d %H:%M} UTC "
-                        f"to month end ({line.hours} h)"
+                        f"{what[line.kind]} ({order}{line.unit_monthly} {sub.currency}/month) "
+                        f"from {line.period_start:%Y-%m-%d %H:%M} UTC to month end "
+                        f"({line.hours} h)"
                     )[:300],
                     delta=line.delta,
-                    quantity=line.quantity,
-                    unit_monthly_price=sub.unit_monthly_price,
+                    quantity=max(0, line.quantity),
+                    unit_monthly_price=line.unit_monthly,
                     period_start=line.period_start,
                     period_end=line.period_end,
                     hours=line.hours,
@@ -101,34 +85,102 @@ def _line_rows(subs: list[SubscriptionMonth], year: int, month: int) -> list[Inv
     return lines
 
 
+class MonthNotEndedError(ServiceError):
+    """An invoice asked for a month that is still running or has not begun."""
+
+
+def check_month_ended(year: int, month: int, now=None) -> None:
+    """Refuse a month that has not ended: its orders can still change what it bills."""
+    now = now or timezone.now()
+    if not 1 <= month <= 12:
+        raise ServiceError(f"There is no month {month}; months are 1 to 12.")
+    if pricing.month_end(year, month) > now:
+        raise MonthNotEndedError(
+            f"{year}-{month:02d} has not ended yet (it ends "
+            f"{pricing.month_end(year, month):%Y-%m-%d %H:%M} UTC), so it cannot be invoiced: "
+            "orders may still change what it bills. Invoice it after the month's end."
+        )
+
+
+def _overage_row(sub: SubscriptionMonth, slice_hours: int, year: int, month: int) -> InvoiceLine:
+    return InvoiceLine(
+        project_id=sub.project_id,
+        product_id=sub.product_id,
+        kind="overage",
+        description=(
+            f"{sub.product_name} in {sub.project_label}: {slice_hours} slice-hours held beyond "
+            f"the plan after the grace period of a cancel or decrease, per started hour at "
+            f"{sub.unit_monthly_price} {sub.currency}/month"
+        )[:300],
+        delta=1,
+        quantity=0,
+        unit_monthly_price=sub.unit_monthly_price,
+        period_start=pricing.month_start(year, month),
+        period_end=pricing.month_end(year, month),
+        hours=slice_hours,
+        amount=charges.overage_amount(sub, slice_hours, year, month),
+    )
+
+
 def generate_invoice(
     organization: Organization,
     year: int,
     month: int,
+    *,
     subs: list[SubscriptionMonth] | None = None,
     issue: bool = True,
+    actor=None,
 ) -> tuple[Invoice | None, bool]:
-    """The organization's invoice for the month: (invoice, created). None when nothing was held.
+    """The organization's invoice for an ended month: (invoice, created). None when nothing was
+    held. `MonthNotEndedError` for a running or future month.
 
-    Idempotent: an existing invoice of that month is returned untouched. `subs` lets a batch
+    Idempotent: an existing live (not void) invoice of that month is returned untouched. After a
+    void, a new invoice is made that references the voided one (`corrects`). `subs` lets a batch
     pass what it already read; `issue` numbers it at once (the monthly run does)."""
-    existing = Invoice.objects.filter(organization=organization, year=year, month=month).first()
+    check_month_ended(year, month)
+    months = Invoice.objects.filter(organization=organization, year=year, month=month)
+    existing = months.exclude(state=Invoice.State.VOID).first()
     if existing is not None:
         return existing, False
     if subs is None:
         subs = subscription_months([organization.pk], year, month).get(organization.pk, [])
     if not subs:
         return None, False
+    voided = months.filter(state=Invoice.State.VOID, corrected_by__isnull=True).last()
     try:
         with transaction.atomic():
-            return _create_invoice(organization, year, month, subs, issue), True
+            invoice = _create_invoice(
+                organization, year, month, subs=subs, issue=issue, voided=voided, actor=actor
+            )
+            return invoice, True
     except IntegrityError:  # a concurrent run created it first
-        return Invoice.objects.get(organization=organization, year=year, month=month), False
+        return months.exclude(state=Invoice.State.VOID).get(), False
+
+
+def preview_lines(organization: Organization, year: int, month: int) -> list[InvoiceLine]:
+    """The lines an invoice of the month would have now (unsaved), for staff's preview."""
+    subs = subscription_months([organization.pk], year, month).get(organization.pk, [])
+    return _line_rows(subs, year, month)
 
 
 def _create_invoice(
-    organization: Organization, year: int, month: int, subs: list[SubscriptionMonth], issue: bool
+    organization: Organization,
+    year: int,
+    month: int,
+    *,
+    subs: list[SubscriptionMonth],
+    issue: bool,
+    voided: Invoice | None = None,
+    actor=None,
 ) -> Invoice:
+    seller = seller_details()
+    missing = [k for k, setting in SELLER_REQUIRED.items() if not seller.get(k)]
+    if missing:
+        raise ServiceError(
+            "No invoice was issued: the seller's "
+            + " and ".join(f"{k.replace('_', ' ')} ({SELLER_REQUIRED[k]})" for k in missing)
+            + " must be printed on it and are not configured. Set them and run it again."
+        )
     account = billing_account(organization)
     lines = _line_rows(subs, year, month)
     net = money.total(line.amount for line in lines)
@@ -139,7 +191,7 @@ def _create_invoice(
         month=month,
         currency=account.currency,
         tax_rate_percent=account.tax_rate_percent,
-        seller=seller_details(),
+        seller=seller,
         buyer={
             "name": account.legal_name or organization.name,
             "address": account.address,
@@ -150,20 +202,26 @@ def _create_invoice(
         net_total=net,
         tax_total=tax,
         total=net + tax,
+        corrects=voided,
     )
     for line in lines:
         line.invoice = invoice
     InvoiceLine.objects.bulk_create(lines)
     record_audit(
-        actor=None,
+        actor=actor,
         system=SYSTEM,
         action="invoice.draft",
         obj=invoice,
         organization_id=organization.pk,
-        after={"month": f"{year}-{month:02d}", "lines": len(lines), "total": str(invoice.total)},
+        after={
+            "month": f"{year}-{month:02d}",
+            "lines": len(lines),
+            "total": str(invoice.total),
+            "corrects": str(voided or ""),
+        },
     )
     if issue:
-        _issue(invoice, actor=None)
+        _issue(invoice, actor=actor)
     return invoice
 
 
@@ -260,6 +318,25 @@ def void_invoice(invoice: Invoice, actor, reason: str) -> Invoice:
     )
 
 
+def credit_amount(value) -> Decimal:
+    """A credit amount as staff typed it: a finite number of cents, else a clear ServiceError
+    (nothing is rounded silently: 0.005 is refused, not turned into 0.01)."""
+    try:
+        amount = value if isinstance(value, Decimal) else Decimal(str(value).strip())
+    except (ArithmeticError, ValueError):
+        amount = None
+    if amount is None or not amount.is_finite():
+        raise ServiceError(
+            f"The credit amount {value!s:.20} is not a number; write it like 12.50 (before tax)."
+        )
+    if amount != money.round_cents(amount):
+        raise ServiceError(
+            f"The credit amount {amount} has more than 2 decimals; credits are whole cents. "
+            "Write it like 12.50 (before tax)."
+        )
+    return money.round_cents(amount)
+
+
 @transaction.atomic
 def issue_credit_note(invoice: Invoice, actor, net_amount: Decimal, reason: str) -> CreditNote:
     """Credit `net_amount` (before tax) of an issued or paid invoice, with a reason."""
@@ -273,14 +350,17 @@ def issue_credit_note(invoice: Invoice, actor, net_amount: Decimal, reason: str)
         raise ServiceError(
             f"Invoice {locked} is {locked.state}; credit notes go against issued or paid invoices."
         )
-    net = money.round_cents(net_amount)
+    net = credit_amount(net_amount)
     credited = money.total(locked.credit_notes.values_list("net_amount", flat=True))
     if net <= 0 or net + credited > locked.net_total:
         raise ServiceError(
             f"A credit must be more than 0 and at most what is left to credit on {locked} "
             f"({locked.net_total - credited} {locked.currency} before tax); you asked {net}."
         )
-    tax = money.tax_of(net, locked.tax_rate_percent)
+    # the tax of everything credited so far, less what earlier notes credited: crediting the
+    # whole net in any number of notes credits the whole tax (rounded once, like the invoice)
+    rate = locked.tax_rate_percent
+    tax = money.tax_of(credited + net, rate) - money.tax_of(credited, rate)
     now = timezone.now()
     note = CreditNote.objects.create(
         invoice=locked,
@@ -307,7 +387,9 @@ def issue_credit_note(invoice: Invoice, actor, net_amount: Decimal, reason: str)
 
 def run_monthly_invoices(year: int, month: int) -> dict[str, int]:
     """Invoice every organization that held anything in the month; safe to run any number of
-    times and concurrently (one invoice per organization and month)."""
+    times and concurrently (one invoice per organization and month). Only an ended month:
+    `MonthNotEndedError` otherwise."""
+    check_month_ended(year, month)
     per_org = subscription_months(None, year, month)
     created = 0
     for organization in Organization.objects.filter(pk__in=list(per_org)).order_by("pk"):

@@ -25,12 +25,18 @@ def billing(request: HttpRequest, organization_id: int) -> HttpResponse:
     org = membership.organization
     now = timezone.now()
     lines = selectors.month_to_date(org, now)
+    rate, _ = selectors.account_terms(org)
+    cost_so_far = money.total(line.cost_so_far for line in lines)
+    projected = money.total(line.projected for line in lines)
     context = {
         "organization": org,
         "now": now,
         "lines": lines,
-        "cost_so_far": money.total(line.cost_so_far for line in lines),
-        "projected": money.total(line.projected for line in lines),
+        "tax_rate": rate,
+        "cost_so_far": cost_so_far,
+        "cost_so_far_gross": cost_so_far + money.tax_of(cost_so_far, rate),
+        "projected": projected,
+        "projected_gross": projected + money.tax_of(projected, rate),
         "cost_per_hour_now": money.total(line.cost_per_hour_now for line in lines),
         "currency": lines[0].currency if lines else "",
         "invoices": selectors.invoices_of(org),

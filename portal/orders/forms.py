@@ -31,7 +31,7 @@ STALE_CONFIRMATION = dict.fromkeys(
     ("required", "invalid", "min_value", "max_value", "max_digits", "max_decimal_places"),
     STALE_MESSAGE,
 )
-CONFIRMED_FIELDS = ("confirmed_from", "confirmed_version", "confirmed_charge")
+CONFIRMED_FIELDS = ("confirmed_from", "confirmed_version", "confirmed_charge", "confirmed_tax")
 
 
 class OrderForm(forms.Form):
@@ -74,6 +74,10 @@ class ConfirmOrderForm(OrderForm):
     # negative for a decrease or cancel: the credit the invoice will carry (docs/billing.md)
     confirmed_charge = forms.DecimalField(
         max_digits=12, decimal_places=2, error_messages=STALE_CONFIRMATION
+    )
+    # the tax the page showed on top of the charge (the order is placed only if it still holds)
+    confirmed_tax = forms.DecimalField(
+        max_digits=12, decimal_places=2, required=False, error_messages=STALE_CONFIRMATION
     )
 
     def clean(self) -> dict:

@@ -4,8 +4,11 @@ it, with a state machine, conditions and history) and ProjectUsage (reported by 
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 from django.conf import settings
 from django.db import models
+from django.utils import timezone
 
 from portal.catalog.models import Product
 from portal.tenants.models import Organization, Project
@@ -75,11 +78,15 @@ class Order(models.Model):
     unit_monthly_price = models.DecimalField(max_digits=10, decimal_places=2)
     monthly_total = models.DecimalField(max_digits=12, decimal_places=2)
     prorata_charge = models.DecimalField(max_digits=12, decimal_places=2)
+    # what the order added to the month's invoice tax (the confirmed gross is charge + tax)
+    prorata_tax = models.DecimalField(max_digits=12, decimal_places=2, default=Decimal("0.00"))
+    tax_rate_percent = models.DecimalField(max_digits=5, decimal_places=2, default=Decimal("0"))
     currency = models.CharField(max_length=3)
     placed_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
     )
-    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    # the instant the order was priced at (its quote's), so quote and bill share one hour
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
@@ -96,6 +103,10 @@ class Order(models.Model):
     @property
     def is_open(self) -> bool:
         return self.state in OPEN_ORDER_STATES
+
+    @property
+    def prorata_gross(self) -> Decimal:
+        return self.prorata_charge + self.prorata_tax
 
 
 class OrderEvent(models.Model):

@@ -12,10 +12,11 @@ from django.http import Http404
 from django.utils import timezone
 
 from portal.catalog.models import Product
+from portal.catalog.taxes import gross, tax_terms
 from portal.orders.models import MAX_SLICES_PER_PRODUCT, Order, ProjectUsage, Subscription
 from portal.tenants.errors import ServiceError
 from portal.tenants.models import Project
-from tranche import money
+from tranche import money, priced
 from tranche import pricing as billing_pricing
 from tranche.orders import OPEN_ORDER_STATES
 
@@ -25,7 +26,10 @@ class Quote:
     """What an order would do and cost; shown on the confirmation page, stored on the order.
 
     `prorata_charge` is what the order adds to this month's invoice (negative: a credit), priced
-    by `tranche.pricing` to the hour, as the invoice will bill it."""
+    by `tranche.priced` to the hour given the hour's history, as the invoice will bill it;
+    `prorata_tax` is what it adds to the invoice's tax (the tax of the month's net after the
+    order less the tax before it), so the confirmed gross is what the invoice total grows by.
+    `at` is the instant it was priced at: the order is placed with that time."""
 
     kind: str
     from_quantity: int
@@ -36,6 +40,9 @@ class Quote:
     currency: str
     billed_hours: int
     hours_in_month: int
+    tax_rate_percent: Decimal = Decimal("0")
+    prorata_tax: Decimal = Decimal("0.00")
+    at: datetime | None = None
 
     @property
     def is_credit(self) -> bool:
@@ -44,6 +51,22 @@ class Quote:
     @property
     def credit(self) -> Decimal:
         return -self.prorata_charge
+
+    @property
+    def prorata_gross(self) -> Decimal:
+        return self.prorata_charge + self.prorata_tax
+
+    @property
+    def credit_gross(self) -> Decimal:
+        return -self.prorata_gross
+
+    @property
+    def unit_monthly_gross(self) -> Decimal:
+        return gross(self.unit_monthly_price, self.tax_rate_percent)
+
+    @property
+    def monthly_total_gross(self) -> Decimal:
+        return gross(self.monthly_total, self.tax_rate_percent)
 
     subscription_version: int = 0
 
@@ -64,6 +87,19 @@ class QuotaLine:
     @property
     def pending_reasons(self) -> list[str]:
         return [line for line in self.pending_reason.splitlines() if line.strip()]
+
+
+def price_history(subscription: Subscription | None) -> list[priced.Order]:
+    """The subscription's orders as priced history (time order): what its invoice lines bill."""
+    if subscription is None:
+        return []
+    rows = Order.objects.filter(subscription=subscription).order_by("created_at", "id")
+    return [
+        priced.Order(at=at, quantity=q, unit_monthly=unit, ref=pk)
+        for at, q, unit, pk in rows.values_list(
+            "created_at", "quantity", "unit_monthly_price", "pk"
+        )
+    ]
 
 
 def current_quantity(project: Project, product: Product) -> int:
@@ -103,18 +139,29 @@ def quote_order(
     now = now or timezone.now()
     year, month = billing_pricing.month_of(now)
     hours = billing_pricing.hours_in_month(year, month)
-    hour = billing_pricing.hour_index(now, year, month)
+    history = [o for o in price_history(sub) if o.at <= now]
+    lines = priced.order_lines(
+        history, priced.Order(at=now, quantity=quantity, unit_monthly=product.monthly_price)
+    )
+    charge = sum((line.amount for line in lines), Decimal("0.00"))
+    terms = tax_terms(project.organization, now)
+    tax = money.tax_of(terms.month_net + charge, terms.rate_percent) - money.tax_of(
+        terms.month_net, terms.rate_percent
+    )
     return Quote(
         kind=kind,
         from_quantity=current,
         quantity=quantity,
         unit_monthly_price=product.monthly_price,
         monthly_total=money.round_cents(product.monthly_price * quantity),
-        prorata_charge=billing_pricing.change_amount(product.monthly_price, current, quantity, now),
+        prorata_charge=charge,
         currency=product.currency,
-        billed_hours=hours - hour if quantity > current else hours - hour - 1,
+        billed_hours=max((line.hours for line in lines), default=0),
         hours_in_month=hours,
         subscription_version=version,
+        tax_rate_percent=terms.rate_percent,
+        prorata_tax=tax,
+        at=now,
     )
 
 

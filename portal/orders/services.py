@@ -10,6 +10,7 @@ reconcile the project after commit. On any refusal nothing is written.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from decimal import Decimal
 
 from django.db import transaction
@@ -41,6 +42,7 @@ class ConfirmedQuote:
     from_quantity: int
     subscription_version: int
     prorata_charge: Decimal
+    prorata_tax: Decimal | None = None  # None: a form from before tax was shown (net only)
 
 
 def suspension_message(organization: Organization) -> str:
@@ -62,13 +64,15 @@ def place_order(
     quantity: int,
     idempotency_key: str,
     confirmed: ConfirmedQuote | None = None,
+    now: datetime | None = None,
 ) -> tuple[Order, bool]:
     """Buy, resize or cancel (target `quantity`, 0 = cancel). Returns (order, created).
 
     With `confirmed` (the confirmation page's quote), the order is refused with a
     `ConflictError` unless the subscription is still at the confirmed quantity and version and
     the charge is still the confirmed amount: a tenant is never charged for a change they did
-    not see."""
+    not see. The order is placed at the instant its quote was priced (`now`, default the clock),
+    so quote and invoice bill the same hour."""
     if project.organization_id != membership.organization_id:
         raise ServiceError("This project does not belong to your organization.")
     if not membership.can_order:
@@ -98,18 +102,21 @@ def place_order(
         raise OrganizationSuspendedError(suspension_message(organization))
 
     sub, _ = Subscription.objects.get_or_create(project=project, product=product)
-    quote = quote_order(project, product, quantity)
+    quote = quote_order(project, product, quantity, now=now)
     if confirmed is not None:
         if (confirmed.from_quantity, confirmed.subscription_version) != (
             quote.from_quantity,
             sub.version,
         ):
             raise ConflictError(ANOTHER_ORDER_CAME_FIRST)
-        if confirmed.prorata_charge != quote.prorata_charge:
+        if confirmed.prorata_charge != quote.prorata_charge or (
+            confirmed.prorata_tax is not None and confirmed.prorata_tax != quote.prorata_tax
+        ):
+            confirmed_gross = confirmed.prorata_charge + (confirmed.prorata_tax or 0)
             raise ConflictError(
-                f"The price changed since you confirmed ({confirmed.prorata_charge} → "
-                f"{quote.prorata_charge} {quote.currency} now). Nothing was ordered. Reload the "
-                "page and confirm the new price."
+                f"The price changed since you confirmed ({confirmed_gross} → "
+                f"{quote.prorata_gross} {quote.currency} including tax now). Nothing was "
+                "ordered. Reload the page and confirm the new price."
             )
     swapped = Subscription.objects.filter(
         pk=sub.pk, version=sub.version, quantity=quote.from_quantity
@@ -128,8 +135,11 @@ def place_order(
         unit_monthly_price=quote.unit_monthly_price,
         monthly_total=quote.monthly_total,
         prorata_charge=quote.prorata_charge,
+        prorata_tax=quote.prorata_tax,
+        tax_rate_percent=quote.tax_rate_percent,
         currency=quote.currency,
         placed_by=membership.user,
+        created_at=quote.at,
     )
     OrderEvent.objects.create(
         order=order,
@@ -147,6 +157,7 @@ def place_order(
             "subscription": sub.pk,
             "quantity": quantity,
             "prorata_charge": str(quote.prorata_charge),
+            "prorata_tax": str(quote.prorata_tax),
             "monthly_total": str(quote.monthly_total),
             "currency": quote.currency,
         },

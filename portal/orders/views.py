@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import uuid
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 
 from portal.catalog.selectors import sellable_products
+from portal.catalog.taxes import gross, tax_rate
 from portal.core import queue
 from portal.orders import selectors
 from portal.orders.backlog import delay_notice
@@ -26,11 +28,16 @@ VIEWER_MESSAGE = (
 
 
 def _form_page(request, project, membership, form, *, status=200, error=""):
+    rate = tax_rate(project.organization)
+    products = list(sellable_products())
+    for product in products:
+        product.monthly_gross = gross(product.monthly_price, rate)
     context = {
         "project": project,
         "membership": membership,
         "form": form,
-        "products": sellable_products(),
+        "products": products,
+        "tax_rate": rate,
         "subscriptions": selectors.subscriptions_of(project),
         "error": error,
         **nav_context(request, project),
@@ -82,6 +89,7 @@ def order_confirm(request: HttpRequest, project_id: int) -> HttpResponse:
                     from_quantity=form.cleaned_data["confirmed_from"],
                     subscription_version=form.cleaned_data["confirmed_version"],
                     prorata_charge=form.cleaned_data["confirmed_charge"],
+                    prorata_tax=form.cleaned_data.get("confirmed_tax"),
                 ),
             )
             if created and queue.last_send_failed():
@@ -103,6 +111,7 @@ def order_confirm(request: HttpRequest, project_id: int) -> HttpResponse:
         "project": project,
         "product": product,
         "quote": quote,
+        "grace_minutes": getattr(settings, "CONTROLLER_CANCEL_GRACE_SECONDS", 3600) // 60,
         "idempotency_key": uuid.uuid4().hex,
         **nav_context(request, project),
     }

@@ -78,9 +78,11 @@ def test_ledger_matches_claim_lifetimes_across_a_watcher_restart(
         record_b = wait_for(
             lambda: UsageRecord.objects.filter(claim_uid=second["metadata"]["uid"]).first(),
             20,
-            "the restarted watcher to open llm-b's record from its relist",
+            "the restarted watcher to open llm-b's record from the replayed history",
         )
-        assert record_b.opened_by == "resync"  # found by the relist, not by an event
+        # found in the claims' history the restarted watcher replays from its checkpoint (before
+        # its relist): with the allocation's own time
+        assert record_b.opened_by == "event"
         for pod_name, claim in (("llm-a", first), ("llm-b", second)):
             seen[claim["metadata"]["name"]]["released"] = time.time()
             core.delete_namespaced_pod(pod_name, ns, grace_period_seconds=0)
@@ -119,3 +121,72 @@ def test_ledger_matches_claim_lifetimes_across_a_watcher_restart(
             name,
             times,
         )
+
+
+def test_claim_born_and_gone_while_no_watcher_ran_is_in_the_ledger(
+    tenant, kube_cluster, fake_gpu_nodes
+):
+    """Issue #29 item 8: the watcher is stopped across a claim's whole life (created, allocated,
+    released, deleted); the next watcher replays the claims' history from its checkpoint and
+    records the claim: its allocation at the cluster's own time; its release at the deletion's
+    time when the replayed history carries a deletionTimestamp (exact), else when the replay saw
+    it (the de-allocation carries no time), and then the record is marked estimated."""
+    from portal.billing.models import UsageRecord
+
+    api, ns, custom, core, node, resource_slice = ordered_with_a_sliced_node(
+        tenant, kube_cluster, fake_gpu_nodes
+    )
+    wait_for(
+        lambda: core.read_namespaced_resource_quota("tranche-quota", ns).status.hard or {},
+        20,
+        "the quota status",
+    )
+    watcher = Watcher(api, flush_interval=0.3)
+    watcher.start()
+    try:
+        from portal.billing.metering import load_checkpoint
+
+        wait_for(load_checkpoint, 20, "the watcher's first claims checkpoint")
+        watcher.close()  # nobody watches from here until the claim is gone
+        pod = _pod(node)
+        pod["metadata"]["name"] = "llm-brief"
+        created = time.time()
+        core.create_namespaced_pod(ns, pod)
+        claim = wait_for(
+            lambda: _claim_of(core, custom, ns, "llm-brief"), 60, "llm-brief allocated"
+        )
+        allocated = time.time()
+        released = time.time()
+        core.delete_namespaced_pod("llm-brief", ns, grace_period_seconds=0)
+        name = claim["metadata"]["name"]
+        wait_for(lambda: _gone(custom, ns, name), 60, f"claim {name} deleted")
+        gone = time.time()
+        assert not UsageRecord.objects.filter(claim_uid=claim["metadata"]["uid"]).exists()
+        watcher = Watcher(api, flush_interval=0.3)
+        watcher.start()
+        record = wait_for(
+            lambda: UsageRecord.objects.filter(
+                claim_uid=claim["metadata"]["uid"], released_at__isnull=False
+            ).first(),
+            20,
+            "the restarted watcher to record the claim it never saw",
+        )
+    finally:
+        watcher.close()
+        try:
+            custom.delete_cluster_custom_object(
+                "resource.k8s.io", "v1", "resourceslices", resource_slice["metadata"]["name"]
+            )
+        except ApiException as exc:
+            if exc.status != 404:  # already gone with its node: nothing to clean
+                raise
+    sys.stderr.write(
+        f"{name}: ledger {record.allocated_at} → {record.released_at} "
+        f"(estimated={record.times_estimated}), observed {allocated - created:.2f} s to allocate, "
+        f"{gone - released:.2f} s to go\n"
+    )
+    assert record.opened_by == "event"  # from the replayed history, not guessed by the relist
+    assert created - 1 <= record.allocated_at.timestamp() <= allocated + TOLERANCE_S
+    # exact: the cluster's deletion time; estimated: when the replay saw it (after the gap)
+    latest = time.time() if record.times_estimated else gone + TOLERANCE_S
+    assert released - 1 <= record.released_at.timestamp() <= latest

@@ -126,3 +126,56 @@ def test_resync_reads_the_ledger_in_bulk_whatever_the_number_of_claims(world) ->
 
     assert noop_queries(3) == noop_queries(30) <= 4
     assert UsageRecord.objects.filter(released_at__isnull=True).count() == 30
+
+
+def test_history_replayed_after_a_gap_gives_the_cluster_times(world) -> None:
+    """Issue #29 item 8: a claim's history replayed late (the watcher was down across its whole
+    life) is recorded with the cluster's times (allocation from managedFields, release from the
+    deletion that follows the de-allocation), not the replay's, and marked exact."""
+    ns = world.project_a.namespace
+    replayed_at = T0 + timedelta(minutes=40)
+    deleted = T0 + timedelta(minutes=7)
+    for kind, obj in (
+        ("ADDED", claim(ns, "u9", None)),
+        ("MODIFIED", claim(ns, "u9", T0)),
+        ("MODIFIED", claim(ns, "u9", None)),  # de-allocated: no time of its own
+        ("MODIFIED", claim(ns, "u9", None, deleted_at=deleted)),
+        ("DELETED", claim(ns, "u9", None, deleted_at=deleted)),
+    ):
+        observe_claim(kind, obj, now=replayed_at, replaying=True)
+    record = UsageRecord.objects.get(claim_uid="u9")
+    assert (record.allocated_at, record.released_at) == (T0, deleted)
+    assert not record.times_estimated
+
+
+def test_a_release_with_no_trace_is_marked_estimated(world) -> None:
+    """A claim gone from the list while unseen is closed when noticed, and says so; so is a
+    replayed deletion that carries no time."""
+    from django.utils import timezone
+
+    ns = world.project_a.namespace
+    observe_claim("MODIFIED", claim(ns, "u8", T0), now=T0 + timedelta(minutes=1))
+    noticed = T0 + timedelta(minutes=30)
+    listed = timezone.now() + timedelta(seconds=60)  # after the records were written
+    resync_claims([], listed_at=listed, now=noticed)
+    record = UsageRecord.objects.get(claim_uid="u8")
+    assert (record.released_at, record.times_estimated) == (noticed, True)
+    observe_claim("MODIFIED", claim(ns, "u7", T0), now=T0 + timedelta(minutes=1), replaying=True)
+    observe_claim("DELETED", claim(ns, "u7", None), now=noticed, replaying=True)
+    record = UsageRecord.objects.get(claim_uid="u7")
+    assert (record.released_at, record.times_estimated) == (noticed, True)
+
+
+def test_the_billing_page_shows_estimated_use(world, client_of) -> None:
+    from django.urls import reverse
+    from django.utils import timezone
+
+    from tests.integration.billing.helpers import place_at
+
+    now = timezone.now()
+    place_at(world.membership(world.owner), world.project_a, world.products[CLASS], 1, now)
+    ns = world.project_a.namespace
+    observe_claim("MODIFIED", claim(ns, "u6", now - timedelta(seconds=5)), now=now)
+    resync_claims([], listed_at=now + timedelta(seconds=60), now=now + timedelta(seconds=1))
+    body = client_of(world.owner).get(reverse("billing", args=[world.org_a.pk])).content.decode()
+    assert "(estimated)" in body

@@ -122,6 +122,61 @@ class Settings:
         return self.log_dir / f"{component}.log"
 
 
+@dataclass(frozen=True)
+class NodeSettings:
+    """The real nodes (kubelet + containerd + runc): how many, their names and base ports.
+
+    Node i uses each base port + i and the pod subnet `<net>.<i>.0/24`. Defaults sit away from
+    the control plane's ports and below the ephemeral range, like `Ports`."""
+
+    count: int
+    prefix: str
+    kubelet_port: int
+    healthz_port: int
+    stream_port: int
+    net: str  # first two octets of the pod subnets, e.g. "10.200"
+    ip: str  # the kubelets' address: kubelet refuses a loopback node IP
+
+
+def _host_ip() -> str:
+    """This machine's first non-loopback IPv4 address (TRANCHE_NODE_IP overrides it)."""
+    import socket
+
+    for family, _, _, _, addr in socket.getaddrinfo(socket.gethostname(), None):
+        if family == socket.AF_INET and not addr[0].startswith("127."):
+            return addr[0]
+    import subprocess
+
+    for word in subprocess.run(
+        ["hostname", "-I"], capture_output=True, text=True, check=False
+    ).stdout.split():
+        if "." in word and not word.startswith("127."):
+            return word
+    raise ValueError("no non-loopback IPv4 address for the real nodes: set TRANCHE_NODE_IP")
+
+
+def load_node_settings() -> NodeSettings:
+    """TRANCHE_REAL_NODES (default 1; 0: none), TRANCHE_KUBELET_PORT,
+    TRANCHE_KUBELET_HEALTHZ_PORT, TRANCHE_CONTAINERD_STREAM_PORT, TRANCHE_NODE_NET."""
+    count = int(os.environ.get("TRANCHE_REAL_NODES", "1") or 0)
+    net = os.environ.get("TRANCHE_NODE_NET", "10.200")
+    octets = net.split(".")
+    if count < 0 or len(octets) != 2 or not all(o.isdigit() and int(o) < 256 for o in octets):
+        raise ValueError(
+            f"TRANCHE_REAL_NODES={count} / TRANCHE_NODE_NET={net}: want a count >= 0 and two "
+            "octets such as 10.200"
+        )
+    return NodeSettings(
+        count=count,
+        prefix=os.environ.get("TRANCHE_REAL_NODE_PREFIX", "real-gpu"),
+        kubelet_port=_env_port("TRANCHE_KUBELET_PORT", 16210),
+        healthz_port=_env_port("TRANCHE_KUBELET_HEALTHZ_PORT", 16220),
+        stream_port=_env_port("TRANCHE_CONTAINERD_STREAM_PORT", 16230),
+        net=net,
+        ip=os.environ.get("TRANCHE_NODE_IP") or (_host_ip() if count else ""),
+    )
+
+
 def load_settings() -> Settings:
     """Read settings from the environment (TRANCHE_CACHE, TRANCHE_CLUSTER_STATE, *_PORT)."""
     cache = _env_path("TRANCHE_CACHE", Path.home() / ".cache" / "tranche")

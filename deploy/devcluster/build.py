@@ -4,8 +4,8 @@ Two Go modules are built: `k8s/` (one multi-call binary for kube-apiserver,
 kube-controller-manager, kube-scheduler, the real nodes' kubelet, kubectl and kwok) and `etcd/`
 (etcd's server main); then containerd for the real nodes (`node.build`). Results go to
 `<cache>/k8s-<version>/` with one symlink per component name. A stamp file records a hash of
-the Go sources and flags, so `ensure_built()` is a no-op when nothing changed and a second start reuses the
-build. Idempotent; on failure the previous binaries are left untouched and a
+the Go sources and flags, so `ensure_built()` is a no-op when nothing changed and a second
+start reuses the build. Idempotent; on failure the previous binaries are left untouched and a
 `BuildError` carries the exact `go` output.
 """
 

@@ -182,6 +182,15 @@ def _start_nodes(settings: Settings, started_at: float) -> None:
         )
 
 
+def refresh_node_images(settings: Settings) -> None:
+    """Import the current images into running nodes (a rebuilt sample image, say)."""
+    nodes = load_node_settings()
+    if nodes.count:
+        images = node_images(settings)
+        for i in range(nodes.count):
+            node_run.import_images(settings, node_paths(settings, nodes, i), images)
+
+
 def _stop_nodes(settings: Settings, quiet: bool) -> None:
     nodes = load_node_settings()
     for i in reversed(range(nodes.count)):
@@ -211,6 +220,7 @@ def up(settings: Settings, fresh: bool = False) -> Path:
 
 def _up(settings: Settings, fresh: bool) -> Path:
     if not fresh and is_healthy(settings):
+        refresh_node_images(settings)
         print(f"[up] already running; kubeconfig: {settings.kubeconfig}", flush=True)
         return settings.kubeconfig
     _down(settings, quiet=True)  # clear half-started leftovers before starting again
@@ -338,6 +348,8 @@ def acquire(settings: Settings) -> bool:
         if started:
             _up(settings, fresh=True)
             _owner_file(settings).write_text(f"{os.getpid()}\n")
+        else:
+            refresh_node_images(settings)
         _lease_dir(settings).mkdir(exist_ok=True)
         (_lease_dir(settings) / str(os.getpid())).touch()
         return started

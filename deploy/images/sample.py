@@ -1,7 +1,7 @@
 """The sample tenant image, built daemonless and reproducibly: `registry.tranche.dev/sample:1`.
 
 Two programs (`deploy/images/sample/`): `tranche-sample` (the entrypoint: nvidia-smi's name and
-memory, an allocation loop to `TRANCHE_ALLOC_MIB`, a compute loop; other modes for the checks
+memory, an allocation loop to `SAMPLE_ALLOC_MIB`, a compute loop; other modes for the checks
 in docs/devcluster.md), dynamically linked against `libcuda.so.1` and `libnvidia-ml.so.1`,
 which the image does not carry: the node's CDI spec mounts them; and `tranche-bypass`, a static
 binary that takes device memory around the interception core (for the backstop's test). The

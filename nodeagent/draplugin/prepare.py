@@ -203,8 +203,15 @@ class Preparer:
             _write_root_readonly(config, text)
             region = lay.region_dir(uid)
             region.mkdir(parents=True, exist_ok=True)
+            # The core writes the region as the container's user, root or not (the documented
+            # manifest runs as uid 1000); only this claim's containers mount the folder.
+            os.chmod(region, 0o777)  # noqa: S103
             sim = lay.sim_driver(uid)
             if sim is not None:
+                # simgpu's shared state is the simulated device memory: every process on the
+                # node, whatever its user, maps it read-write as it would open /dev/nvidia*.
+                Path(sim.state).touch(mode=0o666)
+                os.chmod(sim.state, 0o666)  # noqa: S103
                 # One file per allocated GPU: simgpu in the container sees only these.
                 lay.device_dir(uid).mkdir(parents=True, exist_ok=True)
                 for d in devices:

@@ -138,16 +138,22 @@ def start(settings: Settings, nodes: NodeSettings, index: int, images: list[Path
     _pid_file(settings, node, "containerd").write_text(f"{proc.pid}\n")
     _wait(lambda: _ctr(settings, node, "version").returncode == 0, CONTAINERD_TIMEOUT,
           f"containerd of {node.name}", proc, log)  # fmt: skip
-    for archive in images:
-        done = _ctr(settings, node, "images", "import", "--no-unpack", str(archive))
-        if done.returncode != 0:
-            raise NodeError(f"{node.name}: ctr images import {archive} failed: {done.stderr}")
+    import_images(settings, node, images)
     argv = kubelet_argv(settings, node)
     log = _log(settings, node, "kubelet")
     proc = supervisor.spawn(argv, log, env)
     _pid_file(settings, node, "kubelet").write_text(f"{proc.pid}\n")
     _wait(lambda: _healthz(node), KUBELET_TIMEOUT, f"kubelet of {node.name}", proc, log)
     return node
+
+
+def import_images(settings: Settings, node: NodePaths, images: list[Path]) -> None:
+    """Import OCI archives into the node's containerd (an unchanged image is a no-op), so a
+    rebuilt sample image reaches a node that kept running."""
+    for archive in images:
+        done = _ctr(settings, node, "images", "import", "--no-unpack", str(archive))
+        if done.returncode != 0:
+            raise NodeError(f"{node.name}: ctr images import {archive} failed: {done.stderr}")
 
 
 def _procs_in(folder: Path) -> list[int]:

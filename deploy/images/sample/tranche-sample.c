@@ -2,7 +2,7 @@
  * The sample tenant workload: what a tenant runs to check a slice. Linked against
  * libcuda.so.1 and libnvidia-ml.so.1, which the node's CDI spec provides (the image has none).
  *
- *   tranche-sample            nvidia-smi's name and memory, then allocate TRANCHE_ALLOC_MIB
+ *   tranche-sample            nvidia-smi's name and memory, then allocate SAMPLE_ALLOC_MIB
  *                             (default 1024) in 1 GiB steps, then a compute loop
  *   tranche-sample gpus       nvidia-smi -L, then a context on each index 0..7
  *   tranche-sample unshare    unshare(CLONE_NEWUSER | CLONE_NEWNS), as `unshare -Urm` does
@@ -63,7 +63,7 @@ static int check(void) {
     char *smi[] = {"/usr/bin/nvidia-smi", "--query-gpu=name,memory.total", "--format=csv,noheader",
                    NULL};
     run(smi);
-    const char *env = getenv("TRANCHE_ALLOC_MIB");
+    const char *env = getenv("SAMPLE_ALLOC_MIB");
     uint64_t target = (env ? strtoull(env, NULL, 10) : 1024) << 20, held = 0, step = 1ull << 30;
     CUdevice dev;
     CUcontext ctx;

@@ -77,6 +77,10 @@ class Settings:
     # defaults (20 and 50), which pace a fleet-size burst of pods and claims below what the
     # scheduler itself can allocate (bench/scale.py raises it; TRANCHE_KUBE_CLIENT_QPS).
     client_qps: int = 0
+    # Real nodes (kubelet + containerd) started with the control plane: TRANCHE_REAL_NODES in
+    # `load_settings` (default 1); 0 for private clusters built directly (benchmarks, fault
+    # tests), whose nodes would take the same kubelet ports, bridges and cgroup roots.
+    real_nodes: int = 0
 
     @property
     def bin_dir(self) -> Path:
@@ -124,12 +128,11 @@ class Settings:
 
 @dataclass(frozen=True)
 class NodeSettings:
-    """The real nodes (kubelet + containerd + runc): how many, their names and base ports.
+    """The real nodes (kubelet + containerd + runc): their names, base ports and network.
 
     Node i uses each base port + i and the pod subnet `<net>.<i>.0/24`. Defaults sit away from
     the control plane's ports and below the ephemeral range, like `Ports`."""
 
-    count: int
     prefix: str
     kubelet_port: int
     healthz_port: int
@@ -156,24 +159,19 @@ def _host_ip() -> str:
 
 
 def load_node_settings() -> NodeSettings:
-    """TRANCHE_REAL_NODES (default 1; 0: none), TRANCHE_KUBELET_PORT,
-    TRANCHE_KUBELET_HEALTHZ_PORT, TRANCHE_CONTAINERD_STREAM_PORT, TRANCHE_NODE_NET."""
-    count = int(os.environ.get("TRANCHE_REAL_NODES", "1") or 0)
+    """TRANCHE_KUBELET_PORT, TRANCHE_KUBELET_HEALTHZ_PORT, TRANCHE_CONTAINERD_STREAM_PORT,
+    TRANCHE_NODE_NET, TRANCHE_NODE_IP (default: this machine's first IPv4 address)."""
     net = os.environ.get("TRANCHE_NODE_NET", "10.200")
     octets = net.split(".")
-    if count < 0 or len(octets) != 2 or not all(o.isdigit() and int(o) < 256 for o in octets):
-        raise ValueError(
-            f"TRANCHE_REAL_NODES={count} / TRANCHE_NODE_NET={net}: want a count >= 0 and two "
-            "octets such as 10.200"
-        )
+    if len(octets) != 2 or not all(o.isdigit() and int(o) < 256 for o in octets):
+        raise ValueError(f"TRANCHE_NODE_NET={net}: want two octets such as 10.200")
     return NodeSettings(
-        count=count,
         prefix=os.environ.get("TRANCHE_REAL_NODE_PREFIX", "real-gpu"),
         kubelet_port=_env_port("TRANCHE_KUBELET_PORT", 16210),
         healthz_port=_env_port("TRANCHE_KUBELET_HEALTHZ_PORT", 16220),
         stream_port=_env_port("TRANCHE_CONTAINERD_STREAM_PORT", 16230),
         net=net,
-        ip=os.environ.get("TRANCHE_NODE_IP") or (_host_ip() if count else ""),
+        ip=os.environ.get("TRANCHE_NODE_IP") or _host_ip(),
     )
 
 
@@ -192,4 +190,7 @@ def load_settings() -> Settings:
     qps = int(os.environ.get("TRANCHE_KUBE_CLIENT_QPS", "0") or 0)
     if qps < 0:
         raise ValueError(f"TRANCHE_KUBE_CLIENT_QPS={qps} must be 0 (defaults) or positive")
-    return Settings(cache_dir=cache, state_dir=state, ports=ports, client_qps=qps)
+    real = int(os.environ.get("TRANCHE_REAL_NODES", "1") or 0)
+    if real < 0:
+        raise ValueError(f"TRANCHE_REAL_NODES={real} must be 0 (none) or more")
+    return Settings(cache_dir=cache, state_dir=state, ports=ports, client_qps=qps, real_nodes=real)

@@ -153,9 +153,12 @@ def is_healthy(settings: Settings) -> bool:
             return False
         if not probe_once(settings, component.probe)[0]:
             return False
+    if not settings.real_nodes:
+        return True
     nodes = load_node_settings()
     return all(
-        node_run.running(settings, node_paths(settings, nodes, i)) for i in range(nodes.count)
+        node_run.running(settings, node_paths(settings, nodes, i))
+        for i in range(settings.real_nodes)
     )
 
 
@@ -173,9 +176,11 @@ def node_images(settings: Settings) -> list[Path]:
 
 
 def _start_nodes(settings: Settings, started_at: float) -> None:
+    if not settings.real_nodes:
+        return
     nodes = load_node_settings()
-    images = node_images(settings) if nodes.count else []
-    for i in range(nodes.count):
+    images = node_images(settings)
+    for i in range(settings.real_nodes):
         node = node_run.start(settings, nodes, i, images)
         print(
             f"[up] real node {node.name} ready ({time.monotonic() - started_at:.1f}s)", flush=True
@@ -184,16 +189,18 @@ def _start_nodes(settings: Settings, started_at: float) -> None:
 
 def refresh_node_images(settings: Settings) -> None:
     """Import the current images into running nodes (a rebuilt sample image, say)."""
-    nodes = load_node_settings()
-    if nodes.count:
+    if settings.real_nodes:
+        nodes = load_node_settings()
         images = node_images(settings)
-        for i in range(nodes.count):
+        for i in range(settings.real_nodes):
             node_run.import_images(settings, node_paths(settings, nodes, i), images)
 
 
 def _stop_nodes(settings: Settings, quiet: bool) -> None:
+    if not settings.real_nodes:
+        return
     nodes = load_node_settings()
-    for i in reversed(range(nodes.count)):
+    for i in reversed(range(settings.real_nodes)):
         node_run.stop(settings, node_paths(settings, nodes, i), quiet=quiet)
 
 

@@ -146,7 +146,9 @@ def commands(
         from deploy.devcluster.node.render import node_paths
 
         real = load_node_settings()
-        targets += [(p.name, p) for p in (node_paths(settings, real, i) for i in range(real.count))]
+        targets += [
+            (p.name, p) for p in (node_paths(settings, real, i) for i in range(settings.real_nodes))
+        ]
     for i, (node, real_node) in enumerate(targets):
         name = f"agent-{node}"
         if name not in skip:

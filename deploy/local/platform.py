@@ -188,7 +188,7 @@ def _real_nodes() -> list[str]:
     return [
         f"Real node {p.name}: kubelet + containerd + runc, {agents.GPUS_PER_NODE} simulated "
         f"V100 (agent-{p.name}), pods see only their GPU; sample tenant image {IMAGE}"
-        for p in (node_paths(settings, nodes, i) for i in range(nodes.count))
+        for p in (node_paths(settings, nodes, i) for i in range(settings.real_nodes))
     ]
 
 

@@ -28,6 +28,22 @@ from tests.helpers.skips import CORE_LIBRARY
 from tests.helpers.wait import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
+# While a session's agent publishes the real node's GPUs, only its own pods may land there:
+# other cluster tests' pods (no node affinity, images that exist nowhere here) go to kwok.
+TAINT = {"key": "tranche.dev/real-node-tests", "value": "true", "effect": "NoSchedule"}
+TOLERATION = {"key": TAINT["key"], "operator": "Exists", "effect": "NoSchedule"}
+
+
+def _set_taint(core: client.CoreV1Api, node: str, on: bool) -> None:
+    taints = [t for t in (core.read_node(node).spec.taints or []) if t.key != TAINT["key"]]
+    body = [core.api_client.sanitize_for_serialization(t) for t in taints]
+    core.patch_node(node, {"spec": {"taints": [*body, TAINT] if on else body}})
+
+
+def _delete_slices(api: client.ApiClient, node: str) -> None:
+    resource = client.ResourceV1Api(api)
+    for item in resource.list_resource_slice(field_selector=f"spec.nodeName={node}").items:
+        resource.delete_resource_slice(item.metadata.name)
 
 
 @dataclass
@@ -48,7 +64,13 @@ def real_node(kube_cluster) -> Iterator[RealNode]:
     if os.environ.get("KUBECONFIG"):
         pytest.skip("real nodes belong to the local dev cluster (KUBECONFIG names another)")
     settings = load_settings()
+    if not settings.real_nodes:
+        pytest.fail("TRANCHE_REAL_NODES=0: the real-node tests need the dev cluster's node 0")
     paths = node_paths(settings, load_node_settings(), 0)
+    core = client.CoreV1Api(kube_cluster.api_client)
+    wait_for(lambda: core.list_node(field_selector=f"metadata.name={paths.name}").items, 60,
+             f"the kubelet of {paths.name} to register its node")  # fmt: skip
+    _set_taint(core, paths.name, on=True)
     log = paths.root / "agent.log"
     with open(log, "wb") as out:
         proc = subprocess.Popen(
@@ -76,6 +98,9 @@ def real_node(kube_cluster) -> Iterator[RealNode]:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+        # No agent serves these GPUs any more: drop them, then let the node take pods again.
+        _delete_slices(kube_cluster.api_client, paths.name)
+        _set_taint(core, paths.name, on=False)
 
 
 def run_pod(
@@ -112,6 +137,7 @@ def run_pod(
             "spec": {
                 "nodeSelector": {"kubernetes.io/hostname": node},
                 "restartPolicy": "Never",
+                "tolerations": [TOLERATION],
                 "terminationGracePeriodSeconds": 0,
                 "automountServiceAccountToken": False,
                 "securityContext": {
@@ -142,6 +168,6 @@ def terminated(api: client.ApiClient, namespace: str, name: str) -> dict | None:
 
 def logs(api: client.ApiClient, namespace: str, name: str) -> str:
     try:
-        return client.CoreV1Api(api).read_namespaced_pod_log(name, namespace)
+        return client.CoreV1Api(api).read_namespaced_pod_log(name, namespace) or ""
     except client.ApiException:
         return ""

@@ -14,7 +14,7 @@ from deploy.devcluster.node.render import (
 )
 
 SETTINGS = Settings(Path("/c"), Path("/s/cluster"), Ports(1, 2, 3, 4, 5, 6))
-NODES = NodeSettings(2, "real-gpu", 16210, 16220, 16230, "10.200", "192.0.2.2")
+NODES = NodeSettings("real-gpu", 16210, 16220, 16230, "10.200", "192.0.2.2")
 
 
 def test_each_node_has_its_own_ports_folders_network_and_cgroup_root() -> None:

@@ -202,9 +202,11 @@ static void reclaim_dead(void) {
 static void claim_slot(void) {
     /* libcuda and libnvidia-ml each carry this file: the second one in a process adopts the
      * slot the first claimed instead of wiping what it holds. */
+    /* (pid, PID namespace) names a process: every container's first process is pid 1. */
+    uint32_t ns = pidns_of("self");
     for (int i = 0; i < SIM_MAX_SLOTS; i++) {
         if (atomic_load(&sim_state->slots[i].pid) == (uint32_t)getpid() &&
-            lock_slot(i, F_WRLCK) == 0) {
+            sim_state->slots[i].pidns == ns && lock_slot(i, F_WRLCK) == 0) {
             my_slot = i;
             return;
         }

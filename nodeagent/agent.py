@@ -67,7 +67,12 @@ async def run(opts: Options) -> None:
     log.info("node %s: %d GPU(s): %s", opts.node, len(gpus), ", ".join(g.uuid for g in gpus))
     api = kconfig.new_client_from_config(str(opts.kubeconfig) if opts.kubeconfig else None)
     publisher = SlicePublisher(api, opts.node)
-    layout = Layout(opts.state_dir, opts.cdi_dir, opts.core_lib, opts.simulate)
+    # A real kubelet and runtime run the pods (no kubelet-lite): CDI mounts simgpu into them.
+    # Absolute paths: the runtime resolves a CDI mount's host path in its own folder.
+    sim_driver = opts.simgpu_dir.resolve() if opts.simulate and not opts.kubelet_lite else None
+    layout = Layout(
+        opts.state_dir.resolve(), opts.cdi_dir, opts.core_lib.resolve(), opts.simulate, sim_driver
+    )
     preparer = Preparer(opts.node, gpus, layout, api_claim_source(api))
     sockets = Sockets.under(opts.kubelet_dir)
     collector = Collector(

@@ -38,6 +38,41 @@ class CdiDevice:
     name: str  # CDI device name, unique within the spec
     uuid: str
     minor: int | None  # /dev/nvidia<minor>; None on the simulated GPU (no device node)
+    index: int = 0  # the GPU's index on the node (simgpu's device file is named after it)
+
+
+# Where the simulated driver appears in a container: simgpu plays the NVIDIA driver, so its
+# libraries and nvidia-smi sit where the NVIDIA Container Toolkit puts the real ones.
+SIM_LIB_DIR = "/usr/lib/x86_64-linux-gnu"
+SIM_SMI = "/usr/bin/nvidia-smi"
+SIM_CONFIG = "/etc/simgpu/simgpu.conf"
+SIM_STATE = "/var/run/simgpu/state"
+SIM_DEVICE_DIR = "/dev/simgpu"  # simgpu lists only the devices with a file here (simstate.h)
+
+
+@dataclass(frozen=True)
+class SimDriver:
+    """Host paths of the simulated driver (simulation mode only) and the claim's device folder
+    (one file `simgpu<index>` per allocated GPU, mounted read-only at SIM_DEVICE_DIR)."""
+
+    lib_dir: str  # libcuda.so.1, libnvidia-ml.so.1, nvidia-smi
+    config: str
+    state: str
+    device_dir: str
+
+
+def _sim_edits(sim: SimDriver) -> tuple[list[dict], list[str]]:
+    mounts = [
+        _ro(f"{sim.lib_dir}/libcuda.so.1", f"{SIM_LIB_DIR}/libcuda.so.1"),
+        _ro(f"{sim.lib_dir}/libnvidia-ml.so.1", f"{SIM_LIB_DIR}/libnvidia-ml.so.1"),
+        _ro(f"{sim.lib_dir}/nvidia-smi", SIM_SMI),
+        _ro(sim.config, SIM_CONFIG),
+        _ro(sim.device_dir, SIM_DEVICE_DIR),
+        # The simulated device memory every process on the node shares, as the driver's.
+        {"hostPath": sim.state, "containerPath": SIM_STATE, "type": "bind",
+         "options": ["rw", "nosuid", "nodev", "noexec", "bind"]},
+    ]  # fmt: skip
+    return mounts, [f"SIMGPU_CONFIG={SIM_CONFIG}", f"SIMGPU_STATE={SIM_STATE}"]
 
 
 @dataclass(frozen=True)
@@ -64,8 +99,11 @@ def _ro(host: str, container: str) -> dict:
     }
 
 
-def render_cdi_spec(claim_uid: str, devices: Sequence[CdiDevice], files: ClaimFiles) -> dict:
-    """The CDI spec (a dict ready for JSON) for one claim; pure and deterministic."""
+def render_cdi_spec(
+    claim_uid: str, devices: Sequence[CdiDevice], files: ClaimFiles, sim: SimDriver | None = None
+) -> dict:
+    """The CDI spec (a dict ready for JSON) for one claim; pure and deterministic. `sim` adds
+    the simulated driver (its libraries, nvidia-smi, config, state and the claim's devices)."""
     per_device = []
     for d in devices:
         edits: dict = {"env": [f"TRANCHE_GPU_UUID_{d.name.rsplit('-', 1)[-1]}={d.uuid}"]}
@@ -97,6 +135,10 @@ def render_cdi_spec(claim_uid: str, devices: Sequence[CdiDevice], files: ClaimFi
     }
     if common_nodes:
         container_edits["deviceNodes"] = common_nodes
+    if sim is not None:
+        mounts, env = _sim_edits(sim)
+        container_edits["mounts"] += mounts
+        container_edits["env"] += env
     return {
         "cdiVersion": CDI_VERSION,
         "kind": CDI_KIND,

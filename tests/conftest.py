@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 # The control plane fixture (`kube_cluster`) and its build-before-tests hook, for every tier.
-pytest_plugins = ["tests.helpers.cluster"]
+pytest_plugins = ["tests.helpers.cluster", "tests.helpers.realnode"]
 
 TIERS = ("unit", "integration", "cluster", "browser", "native", "gpu", "images", "bench")
 TESTS_DIR = Path(__file__).parent

@@ -1,11 +1,11 @@
 """Build the control-plane binaries from the Go module proxy into the version cache.
 
 Two Go modules are built: `k8s/` (one multi-call binary for kube-apiserver,
-kube-controller-manager, kube-scheduler, kubectl and kwok) and `etcd/` (etcd's
-server main). Results go to `<cache>/k8s-<version>/` with one symlink per
-component name. A stamp file records a hash of the Go sources and flags, so
-`ensure_built()` is a no-op when nothing changed and a second start reuses the
-build. Idempotent; on failure the previous binaries are left untouched and a
+kube-controller-manager, kube-scheduler, the real nodes' kubelet, kubectl and kwok) and `etcd/`
+(etcd's server main); then containerd for the real nodes (`node.build`). Results go to
+`<cache>/k8s-<version>/` with one symlink per component name. A stamp file records a hash of
+the Go sources and flags, so `ensure_built()` is a no-op when nothing changed and a second
+start reuses the build. Idempotent; on failure the previous binaries are left untouched and a
 `BuildError` carries the exact `go` output.
 """
 
@@ -31,7 +31,14 @@ from deploy.devcluster.config import (
     Settings,
 )
 
-KUBE_COMPONENTS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kwok")
+KUBE_COMPONENTS = (
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "kubelet",
+    "kubectl",
+    "kwok",
+)
 STAMP_NAME = "build.stamp"
 
 PROXY_HINT = (
@@ -105,14 +112,15 @@ def _go_env() -> dict[str, str]:
     return env
 
 
-def _run_go(args: list[str], cwd: Path, label: str) -> None:
-    """Run one go command, echoing each compiled package as progress."""
+def _run_go(args: list[str], cwd: Path, label: str, env: dict[str, str] | None = None) -> None:
+    """Run one go command (`env` added to the build environment), echoing each compiled
+    package as progress."""
     print(f"[build] {label}: go {' '.join(args[:2])} ... (in {cwd.name}/)", flush=True)
     started = time.monotonic()
     proc = subprocess.Popen(
         [find_go(), *args],
         cwd=cwd,
-        env=_go_env(),
+        env={**_go_env(), **(env or {})},
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -158,12 +166,17 @@ def build_lock(settings: Settings) -> Iterator[None]:
 
 
 def build(settings: Settings, force: bool = False) -> Path:
-    """Build both binaries into the cache (idempotent) and return the bin folder."""
+    """Build both binaries and the real nodes' containerd into the cache (idempotent) and
+    return the control plane's bin folder."""
+    from deploy.devcluster.node import build as node_build
+
     with build_lock(settings):
         if is_built(settings) and not force:
             print(f"[build] up to date: {settings.bin_dir}", flush=True)
-            return settings.bin_dir
-        return _build_locked(settings)
+        else:
+            _build_locked(settings)
+    node_build.build_containerd(settings)
+    return settings.bin_dir
 
 
 def _build_locked(settings: Settings) -> Path:
@@ -196,7 +209,9 @@ def _relink(link: Path, target: str) -> None:
 
 def ensure_built(settings: Settings) -> Path:
     """Build only when the cache lacks binaries for the current sources."""
-    if not is_built(settings):
+    from deploy.devcluster.node import build as node_build
+
+    if not (is_built(settings) and node_build.containerd_built(settings)):
         print("[build] binaries missing or stale; building (cold: ~30 min)", file=sys.stderr)
         build(settings)
     return settings.bin_dir

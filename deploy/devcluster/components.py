@@ -121,10 +121,11 @@ def _apiserver(s: Settings) -> Component:
         f"--service-account-signing-key-file={pki / 'sa.key'}",
         f"--service-account-issuer={SA_ISSUER}",
         f"--service-cluster-ip-range={SERVICE_CIDR}",
-        "--authorization-mode=RBAC",
+        # Node: the real nodes' kubelets (system:node:<name>) read only their own pods' objects.
+        "--authorization-mode=Node,RBAC",
         # Defaults already include these; naming them documents what Tranche
         # relies on and fails loudly if a release renames one.
-        "--enable-admission-plugins=NamespaceLifecycle,LimitRanger,ServiceAccount,"
+        "--enable-admission-plugins=NamespaceLifecycle,LimitRanger,ServiceAccount,NodeRestriction,"
         "ResourceQuota,ValidatingAdmissionPolicy,MutatingAdmissionWebhook,"
         "ValidatingAdmissionWebhook,DefaultStorageClass",
         "--runtime-config=resource.k8s.io/v1=true",

@@ -77,6 +77,10 @@ class Settings:
     # defaults (20 and 50), which pace a fleet-size burst of pods and claims below what the
     # scheduler itself can allocate (bench/scale.py raises it; TRANCHE_KUBE_CLIENT_QPS).
     client_qps: int = 0
+    # Real nodes (kubelet + containerd) started with the control plane: TRANCHE_REAL_NODES in
+    # `load_settings` (default 1); 0 for private clusters built directly (benchmarks, fault
+    # tests), whose nodes would take the same kubelet ports, bridges and cgroup roots.
+    real_nodes: int = 0
 
     @property
     def bin_dir(self) -> Path:
@@ -122,6 +126,55 @@ class Settings:
         return self.log_dir / f"{component}.log"
 
 
+@dataclass(frozen=True)
+class NodeSettings:
+    """The real nodes (kubelet + containerd + runc): their names, base ports and network.
+
+    Node i uses each base port + i and the pod subnet `<net>.<i>.0/24`. Defaults sit away from
+    the control plane's ports and below the ephemeral range, like `Ports`."""
+
+    prefix: str
+    kubelet_port: int
+    healthz_port: int
+    stream_port: int
+    net: str  # first two octets of the pod subnets, e.g. "10.200"
+    ip: str  # the kubelets' address: kubelet refuses a loopback node IP
+
+
+def _host_ip() -> str:
+    """This machine's first non-loopback IPv4 address (TRANCHE_NODE_IP overrides it)."""
+    import socket
+
+    for family, _, _, _, addr in socket.getaddrinfo(socket.gethostname(), None):
+        if family == socket.AF_INET and not addr[0].startswith("127."):
+            return addr[0]
+    import subprocess
+
+    for word in subprocess.run(
+        ["hostname", "-I"], capture_output=True, text=True, check=False
+    ).stdout.split():
+        if "." in word and not word.startswith("127."):
+            return word
+    raise ValueError("no non-loopback IPv4 address for the real nodes: set TRANCHE_NODE_IP")
+
+
+def load_node_settings() -> NodeSettings:
+    """TRANCHE_KUBELET_PORT, TRANCHE_KUBELET_HEALTHZ_PORT, TRANCHE_CONTAINERD_STREAM_PORT,
+    TRANCHE_NODE_NET, TRANCHE_NODE_IP (default: this machine's first IPv4 address)."""
+    net = os.environ.get("TRANCHE_NODE_NET", "10.200")
+    octets = net.split(".")
+    if len(octets) != 2 or not all(o.isdigit() and int(o) < 256 for o in octets):
+        raise ValueError(f"TRANCHE_NODE_NET={net}: want two octets such as 10.200")
+    return NodeSettings(
+        prefix=os.environ.get("TRANCHE_REAL_NODE_PREFIX", "real-gpu"),
+        kubelet_port=_env_port("TRANCHE_KUBELET_PORT", 16210),
+        healthz_port=_env_port("TRANCHE_KUBELET_HEALTHZ_PORT", 16220),
+        stream_port=_env_port("TRANCHE_CONTAINERD_STREAM_PORT", 16230),
+        net=net,
+        ip=os.environ.get("TRANCHE_NODE_IP") or _host_ip(),
+    )
+
+
 def load_settings() -> Settings:
     """Read settings from the environment (TRANCHE_CACHE, TRANCHE_CLUSTER_STATE, *_PORT)."""
     cache = _env_path("TRANCHE_CACHE", Path.home() / ".cache" / "tranche")
@@ -137,4 +190,7 @@ def load_settings() -> Settings:
     qps = int(os.environ.get("TRANCHE_KUBE_CLIENT_QPS", "0") or 0)
     if qps < 0:
         raise ValueError(f"TRANCHE_KUBE_CLIENT_QPS={qps} must be 0 (defaults) or positive")
-    return Settings(cache_dir=cache, state_dir=state, ports=ports, client_qps=qps)
+    real = int(os.environ.get("TRANCHE_REAL_NODES", "1") or 0)
+    if real < 0:
+        raise ValueError(f"TRANCHE_REAL_NODES={real} must be 0 (none) or more")
+    return Settings(cache_dir=cache, state_dir=state, ports=ports, client_qps=qps, real_nodes=real)

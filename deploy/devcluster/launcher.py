@@ -33,7 +33,10 @@ from deploy.devcluster.components import (
     client_kubeconfig,
     kubeconfig_text,
 )
-from deploy.devcluster.config import Settings
+from deploy.devcluster.config import Settings, load_node_settings
+from deploy.devcluster.node import build as node_build
+from deploy.devcluster.node import run as node_run
+from deploy.devcluster.node.render import node_paths
 from deploy.devcluster.pki import ADMIN, CLIENTS, ensure_pki
 
 # Seconds each group may take to become healthy on a loaded 2-core machine.
@@ -144,13 +147,61 @@ def _write_configs(settings: Settings) -> None:
 
 
 def is_healthy(settings: Settings) -> bool:
-    """True when every component runs (started by us) and answers its probe."""
+    """True when every component and real node runs (started by us) and answers its probe."""
     for component in all_components(settings):
         if running_pid(settings, component) is None:
             return False
         if not probe_once(settings, component.probe)[0]:
             return False
-    return True
+    if not settings.real_nodes:
+        return True
+    nodes = load_node_settings()
+    return all(
+        node_run.running(settings, node_paths(settings, nodes, i))
+        for i in range(settings.real_nodes)
+    )
+
+
+def node_images(settings: Settings) -> list[Path]:
+    """OCI archives every real node's containerd imports: the pause image and the sample
+    tenant image (built here when missing; skipped with a note before `make native`)."""
+    from deploy.images import sample
+
+    archives = [node_build.pause_archive(settings)]
+    try:
+        archives.append(sample.build(settings.state_dir / "images"))
+    except sample.SampleBuildError as exc:
+        print(f"[up] sample image skipped: {exc}", flush=True)
+    return archives
+
+
+def _start_nodes(settings: Settings, started_at: float) -> None:
+    if not settings.real_nodes:
+        return
+    nodes = load_node_settings()
+    images = node_images(settings)
+    for i in range(settings.real_nodes):
+        node = node_run.start(settings, nodes, i, images)
+        print(
+            f"[up] real node {node.name} ready ({time.monotonic() - started_at:.1f}s)", flush=True
+        )
+
+
+def refresh_node_images(settings: Settings) -> None:
+    """Import the current images into running nodes (a rebuilt sample image, say)."""
+    if settings.real_nodes:
+        nodes = load_node_settings()
+        images = node_images(settings)
+        for i in range(settings.real_nodes):
+            node_run.import_images(settings, node_paths(settings, nodes, i), images)
+
+
+def _stop_nodes(settings: Settings, quiet: bool) -> None:
+    if not settings.real_nodes:
+        return
+    nodes = load_node_settings()
+    for i in reversed(range(settings.real_nodes)):
+        node_run.stop(settings, node_paths(settings, nodes, i), quiet=quiet)
 
 
 @contextlib.contextmanager
@@ -176,6 +227,7 @@ def up(settings: Settings, fresh: bool = False) -> Path:
 
 def _up(settings: Settings, fresh: bool) -> Path:
     if not fresh and is_healthy(settings):
+        refresh_node_images(settings)
         print(f"[up] already running; kubeconfig: {settings.kubeconfig}", flush=True)
         return settings.kubeconfig
     _down(settings, quiet=True)  # clear half-started leftovers before starting again
@@ -191,6 +243,7 @@ def _up(settings: Settings, fresh: bool) -> Path:
             print(
                 f"[up] {component.name} healthy ({time.monotonic() - started_at:.1f}s)", flush=True
             )
+        _start_nodes(settings, started_at)
     except BaseException:
         # Whatever interrupts the start (a failed probe, Ctrl-C, a test
         # timeout), leave no half-started cluster behind.
@@ -266,6 +319,7 @@ def down(settings: Settings, purge: bool = False, quiet: bool = False) -> None:
 
 
 def _down(settings: Settings, quiet: bool) -> None:
+    _stop_nodes(settings, quiet)
     for component in reversed(all_components(settings)):
         _stop(settings, component, quiet)
 
@@ -301,6 +355,8 @@ def acquire(settings: Settings) -> bool:
         if started:
             _up(settings, fresh=True)
             _owner_file(settings).write_text(f"{os.getpid()}\n")
+        else:
+            refresh_node_images(settings)
         _lease_dir(settings).mkdir(exist_ok=True)
         (_lease_dir(settings) / str(os.getpid())).touch()
         return started

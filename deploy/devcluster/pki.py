@@ -136,6 +136,42 @@ def _issue(
     cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
 
 
+def ensure_node_cert(pki: Path, node: str, ip: str) -> tuple[Path, Path]:
+    """A real node's kubelet certificate (`node-<name>.crt/.key`): client (system:node:<name>
+    in system:nodes, what the Node authorizer expects) and server (127.0.0.1, verified by
+    kube-apiserver for `kubectl logs`). Idempotent."""
+    ca = _ensure_ca(pki)
+    stem = f"node-{node}"
+    cert_path, key_path = pki / f"{stem}.crt", pki / f"{stem}.key"
+    if cert_path.is_file() and key_path.is_file():
+        current = x509.load_pem_x509_certificate(cert_path.read_bytes())
+        names = current.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+        if ipaddress.ip_address(ip) in names.get_values_for_type(x509.IPAddress):
+            return cert_path, key_path
+    ca_cert, ca_key = ca
+    key = ec.generate_private_key(_CURVE)
+    now = dt.datetime.now(dt.UTC)
+    sans = [x509.DNSName(node), x509.DNSName("localhost")]
+    sans += [x509.IPAddress(ipaddress.ip_address(a)) for a in sorted({"127.0.0.1", ip})]
+    usages = [ExtendedKeyUsageOID.CLIENT_AUTH, ExtendedKeyUsageOID.SERVER_AUTH]
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(_name(f"system:node:{node}", ("system:nodes",)))
+        .issuer_name(ca_cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + _VALIDITY)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
+        .add_extension(x509.SubjectAlternativeName(sans), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    _write_key(key_path, key)
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    return cert_path, key_path
+
+
 def ensure_pki(pki: Path, service_ip: str) -> Path:
     """Create (once) the CA, serving and client certificates and the SA key pair."""
     pki.mkdir(parents=True, exist_ok=True)

@@ -1,4 +1,6 @@
-"""Demo node agents for `make run`: 2 kwok nodes x 4 simulated V100, one agent each.
+"""Demo node agents for `make run`: 2 kwok nodes x 4 simulated V100, one agent each, and
+(`real_nodes=True`, what `make run` asks) one per real node of the dev cluster, whose kubelet
+and containerd run the pods.
 
 `commands(state, env, port)` needs the local control plane up (`python -m deploy.devcluster up`);
 it creates the kwok nodes (idempotent), rotates each node's portal token into
@@ -16,6 +18,7 @@ import sys
 from pathlib import Path
 
 from deploy import supervisor
+from deploy.devcluster.node.render import NodePaths
 
 REPO = Path(__file__).resolve().parents[2]
 # The core as `make -C nodeagent/native` builds it (simgpu beside it); an install passes its own.
@@ -55,12 +58,20 @@ def argv(
     metrics_base: int = 0,
     kubelet_tls: Path | None = None,
     gpus: int = GPUS_PER_NODE,
+    real: NodePaths | None = None,
 ) -> list[str]:
     """The agent command line for one demo node (pure); port None: no portal stream;
     metrics_base 0: no metrics endpoint; kubelet_tls: the dev cluster's PKI folder, so
-    `kubectl logs` reaches the demo's pods."""
+    `kubectl logs` reaches the demo's pods; real: a real node of the dev cluster (its kubelet
+    and containerd run the pods, no kubelet-lite)."""
     home = state / "agents" / node
     tls = ["--kubelet-tls-dir", str(kubelet_tls)] if kubelet_tls else []
+    dirs = ["--state-dir", str(home), "--kubelet-dir", str(home / "kubelet"),
+            "--cdi-dir", str(home / "cdi")]  # fmt: skip
+    if real is not None:
+        tls = ["--no-kubelet-lite"]
+        dirs = ["--state-dir", str(real.agent_dir), "--kubelet-dir", str(real.kubelet_dir),
+                "--cdi-dir", str(real.cdi_dir)]  # fmt: skip
     portal = (
         ["--portal", f"ws://127.0.0.1:{port}/ws/agent/",
          "--token-file", str(state / "agents" / f"{node}.token")]
@@ -74,9 +85,7 @@ def argv(
         "--sim-gpus", str(gpus),
         "--kubeconfig", str(kubeconfig),
         *portal,
-        "--state-dir", str(home),
-        "--kubelet-dir", str(home / "kubelet"),
-        "--cdi-dir", str(home / "cdi"),
+        *dirs,
         "--metrics-port", str(metrics_base + index if metrics_base else 0),
         *tls,
     ]  # fmt: skip
@@ -114,6 +123,7 @@ def commands(
     metrics_base: int | None = None,
     *,
     skip: set[str] = frozenset(),
+    real_nodes: bool = False,
 ) -> dict[str, list[str]]:
     """Process name (`agent-<node>`) -> command line of each demo agent, once its kwok node
     exists and its portal token is issued; {} when the control plane is down. Agents named in
@@ -146,7 +156,16 @@ def commands(
     finally:
         api.close()
     found = {}
-    for i, node in enumerate(nodes):
+    targets: list[tuple[str, NodePaths | None]] = [(n, None) for n in nodes]
+    if real_nodes and not external:
+        from deploy.devcluster.config import load_node_settings
+        from deploy.devcluster.node.render import node_paths
+
+        real = load_node_settings()
+        targets += [
+            (p.name, p) for p in (node_paths(settings, real, i) for i in range(settings.real_nodes))
+        ]
+    for i, (node, real_node) in enumerate(targets):
         name = f"agent-{node}"
         if name not in skip:
             res = subprocess.run(
@@ -160,8 +179,9 @@ def commands(
                     f"(manage.py create_node_token):\n{res.stderr.strip()}"
                 )
         found[name] = argv(
-            node, i, state, kubeconfig, port, metrics_base=metrics_base, kubelet_tls=kubelet_tls
-        )
+            node, i, state, kubeconfig, port, metrics_base=metrics_base, kubelet_tls=kubelet_tls,
+            real=real_node,
+        )  # fmt: skip
     return found
 
 

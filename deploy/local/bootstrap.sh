@@ -19,6 +19,13 @@ dpkg -s libatomic1 >/dev/null 2>&1 || need+=(libatomic1)
 dpkg -s libasan8 >/dev/null 2>&1 || need+=(libasan8 libubsan1)
 # WeasyPrint (invoice PDFs) renders text through Pango.
 dpkg -s libpango-1.0-0 >/dev/null 2>&1 || need+=(libpango-1.0-0 libpangoft2-1.0-0)
+# The dev cluster's real nodes: Debian's runc under containerd, and the bridge, host-local and
+# loopback CNI plugins (/usr/lib/cni); `ip` deletes a stopped node's bridge.
+command -v runc >/dev/null 2>&1 || need+=(runc)
+[ -x /usr/lib/cni/bridge ] || need+=(containernetworking-plugins)
+command -v ip >/dev/null 2>&1 || need+=(iproute2)
+# The pause image and the sample image's bypass binary are static builds (glibc's libc.a).
+dpkg -s libc6-dev >/dev/null 2>&1 || need+=(libc6-dev)
 # kubelet-lite runs simulated pod workloads in a private mount namespace (unshare).
 command -v unshare >/dev/null 2>&1 || need+=(util-linux)
 if [ ${#need[@]} -gt 0 ]; then

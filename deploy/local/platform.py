@@ -176,7 +176,8 @@ def run() -> None:
     spec_path, status_path, pidfile = _paths()
     running = supervisor.read_status(status_path) if supervisor.read_pid(pidfile) else {}
     spec = {name: {"argv": argv, "env": role_env(name)} for name, argv in processes().items()}
-    for name, argv in agents.commands(state, _env(), _port(), skip=set(running)).items():
+    demo = agents.commands(state, _env(), _port(), skip=set(running), real_nodes=True)
+    for name, argv in demo.items():
         spec[name] = {"argv": argv, "env": {}}
     spec_path.parent.mkdir(parents=True, exist_ok=True)
     spec_path.write_text(json.dumps(spec, indent=1))
@@ -193,7 +194,25 @@ def run() -> None:
     print(f"database connections: at most {pool_total()} (pools of each supervised process)")
     print(f"\nTranche portal: {url}/   (readiness: {url}/readyz, admin: {url}/admin/)")
     print(f"Tenants' kubeconfig: {url}/access/   (log in as a tenant, 'Download kubeconfig')")
+    for line in _real_nodes():
+        print(line)
     print("Stop everything with: make stop")
+
+
+def _real_nodes() -> list[str]:
+    """One line per real node of the dev cluster: where its pods run and its sample image."""
+    if os.environ.get("KUBECONFIG"):
+        return []
+    from deploy.devcluster.config import load_node_settings, load_settings
+    from deploy.devcluster.node.render import node_paths
+    from deploy.images.sample import IMAGE
+
+    settings, nodes = load_settings(), load_node_settings()
+    return [
+        f"Real node {p.name}: kubelet + containerd + runc, {agents.GPUS_PER_NODE} simulated "
+        f"V100 (agent-{p.name}), pods see only their GPU; sample tenant image {IMAGE}"
+        for p in (node_paths(settings, nodes, i) for i in range(settings.real_nodes))
+    ]
 
 
 def stop() -> None:

@@ -41,6 +41,9 @@ class Layout:
     cdi_dir: Path
     core_library: Path
     simulate: bool  # simulated GPU: no /dev/nvidia* device nodes exist
+    # simgpu's libraries and nvidia-smi, mounted into containers (simulation on a real node);
+    # None: the runtime provides the driver (a GPU node) or nothing runs the pod (kwok).
+    sim_driver_dir: Path | None = None
 
     @property
     def checkpoint(self) -> Path:
@@ -55,6 +58,19 @@ class Layout:
 
     def region_dir(self, uid: str) -> Path:
         return self.state_dir / "regions" / uid
+
+    def device_dir(self, uid: str) -> Path:
+        return self.state_dir / "claims" / uid / "dev"
+
+    def sim_driver(self, uid: str) -> cdi.SimDriver | None:
+        if self.sim_driver_dir is None:
+            return None
+        return cdi.SimDriver(
+            lib_dir=str(self.sim_driver_dir),
+            config=str(self.state_dir / "simgpu.conf"),  # nodeagent.sim.gpus writes both
+            state=str(self.state_dir / "simgpu.state"),
+            device_dir=str(self.device_dir(uid)),
+        )
 
 
 def api_claim_source(api_client) -> ClaimSource:
@@ -187,6 +203,21 @@ class Preparer:
             _write_root_readonly(config, text)
             region = lay.region_dir(uid)
             region.mkdir(parents=True, exist_ok=True)
+            # The core writes the region as the container's user, root or not (the documented
+            # manifest runs as uid 1000); only this claim's containers mount the folder.
+            os.chmod(region, 0o777)  # noqa: S103
+            sim = lay.sim_driver(uid)
+            if sim is not None:
+                # simgpu's shared state is the simulated device memory: every process on the
+                # node, whatever its user, maps it read-write as it would open /dev/nvidia*.
+                Path(sim.state).touch(mode=0o666)
+                os.chmod(sim.state, 0o666)  # noqa: S103
+                # One file per allocated GPU: simgpu in the container sees only these.
+                lay.device_dir(uid).mkdir(parents=True, exist_ok=True)
+                for d in devices:
+                    _write_root_readonly(
+                        lay.device_dir(uid) / f"simgpu{self.gpus[d.device].index}", d.uuid + "\n"
+                    )
             spec = cdi.render_cdi_spec(
                 uid,
                 [
@@ -194,6 +225,7 @@ class Preparer:
                         name=d.cdi_id.split("=", 1)[1],
                         uuid=d.uuid,
                         minor=None if lay.simulate else self.gpus[d.device].minor,
+                        index=self.gpus[d.device].index,
                     )
                     for d in devices
                 ],
@@ -203,6 +235,7 @@ class Preparer:
                     config_file=str(config),
                     region_dir=str(region),
                 ),
+                sim,
             )
             path = cdi.spec_path(lay.cdi_dir, uid)
             cdi.write_spec(path, spec)

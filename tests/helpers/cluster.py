@@ -59,7 +59,9 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if session.config.option.collectonly or not _uses_local_cluster(session.items):
         return
     settings = load_settings()
-    if build.is_built(settings):
+    from deploy.devcluster.node.build import containerd_built
+
+    if build.is_built(settings) and containerd_built(settings):
         return
     # Show the build's progress live: a silent half hour looks like a hang in CI.
     capture = session.config.pluginmanager.getplugin("capturemanager")

@@ -1,7 +1,7 @@
 // Command tranche-k8s is a multi-call binary holding the Kubernetes control
-// plane (kube-apiserver, kube-controller-manager, kube-scheduler), kubectl and
-// kwok. Linking them once instead of five times saves most of the link time and
-// disk on small CI machines. The component is chosen by the name the binary is
+// plane (kube-apiserver, kube-controller-manager, kube-scheduler), the kubelet
+// of the dev cluster's real nodes, kubectl and kwok. Linking them once instead
+// of six times saves most of the link time and disk on small CI machines. The component is chosen by the name the binary is
 // invoked as (a symlink, busybox style) or, failing that, by the first argument:
 //
 //	tranche-k8s kube-apiserver --etcd-servers=...
@@ -9,6 +9,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -28,6 +29,7 @@ import (
 	apiserver "k8s.io/kubernetes/cmd/kube-apiserver/app"
 	controllermanager "k8s.io/kubernetes/cmd/kube-controller-manager/app"
 	scheduler "k8s.io/kubernetes/cmd/kube-scheduler/app"
+	kubelet "k8s.io/kubernetes/cmd/kubelet/app"
 
 	nodefast "sigs.k8s.io/kwok/kustomize/stage/node/fast"
 	nodelease "sigs.k8s.io/kwok/kustomize/stage/node/heartbeat-with-lease"
@@ -42,6 +44,7 @@ var components = map[string]func() int{
 	"kube-apiserver":          func() int { return cli.Run(apiserver.NewAPIServerCommand()) },
 	"kube-controller-manager": func() int { return cli.Run(controllermanager.NewControllerManagerCommand()) },
 	"kube-scheduler":          func() int { return cli.Run(scheduler.NewSchedulerCommand()) },
+	"kubelet":                 func() int { return cli.Run(kubelet.NewKubeletCommand(context.Background())) },
 	"kubectl":                 runKubectl,
 	"kwok":                    runKwok,
 	"kwok-stages":             printKwokStages,
@@ -57,7 +60,7 @@ func main() {
 	}
 	run, ok := components[name]
 	if !ok {
-		fmt.Fprintf(os.Stderr, "usage: tranche-k8s {kube-apiserver|kube-controller-manager|kube-scheduler|kubectl|kwok|kwok-stages} [flags]\n")
+		fmt.Fprintf(os.Stderr, "usage: tranche-k8s {kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|kubectl|kwok|kwok-stages} [flags]\n")
 		os.Exit(2)
 	}
 	os.Exit(run())

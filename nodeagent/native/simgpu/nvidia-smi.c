@@ -85,8 +85,10 @@ static int query(const char *list, const char *format, long only) {
 int main(int argc, char **argv) {
     const char *list = NULL, *format = NULL;
     long only = -1;
+    int list_gpus = 0;
     for (int i = 1; i < argc; i++) {
-        if (strncmp(argv[i], "--query-gpu=", 12) == 0) list = argv[i] + 12;
+        if (strcmp(argv[i], "-L") == 0 || strcmp(argv[i], "--list-gpus") == 0) list_gpus = 1;
+        else if (strncmp(argv[i], "--query-gpu=", 12) == 0) list = argv[i] + 12;
         else if (strncmp(argv[i], "--format=", 9) == 0) format = argv[i] + 9;
         else if (strncmp(argv[i], "--id=", 5) == 0) only = strtol(argv[i] + 5, NULL, 10);
         else if (strcmp(argv[i], "-i") == 0 && i + 1 < argc) only = strtol(argv[++i], NULL, 10);
@@ -101,6 +103,20 @@ int main(int argc, char **argv) {
         int rc = query(list, format, only);
         nvmlShutdown();
         return rc;
+    }
+    if (list_gpus) { /* -L: one line per device this process may see, as the real tool */
+        unsigned count = 0;
+        nvmlDeviceGetCount_v2(&count);
+        for (unsigned i = 0; i < count; i++) {
+            nvmlDevice_t h;
+            char name[96] = "?", uuid[96] = "?";
+            if (nvmlDeviceGetHandleByIndex_v2(i, &h) != NVML_SUCCESS) continue;
+            nvmlDeviceGetName(h, name, sizeof name);
+            nvmlDeviceGetUUID(h, uuid, sizeof uuid);
+            printf("GPU %u: %s (UUID: %s)\n", i, name, uuid);
+        }
+        nvmlShutdown();
+        return 0;
     }
     char drv[96] = "?";
     int cuda = 0;

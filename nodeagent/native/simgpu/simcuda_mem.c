@@ -148,7 +148,7 @@ SIM_API CUresult cuMemGetInfo_v2(size_t *free, size_t *total) {
     CUresult r = sim_check_ctx();
     if (r != CUDA_SUCCESS) return r;
     int d = sim_cur->dev;
-    uint64_t used = atomic_load(&sim_state->dev[d].used), tot = sim_cfg[d].memory_bytes;
+    uint64_t used = atomic_load(&SIM_DEV(d)->used), tot = sim_cfg[d].memory_bytes;
     *free = used < tot ? tot - used : 0;
     *total = tot;
     return CUDA_SUCCESS;

@@ -123,7 +123,7 @@ SIM_API nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t h, char *uuid, unsigned int 
 SIM_API nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t h, unsigned int *m) {
     NEED_INIT();
     DEV_OF(h);
-    *m = (unsigned)idx;
+    *m = (unsigned)sim_host[idx];
     return NVML_SUCCESS;
 }
 
@@ -138,7 +138,7 @@ SIM_API nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t h, int *ma,
 SIM_API nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t h, nvmlMemory_t *m) {
     NEED_INIT();
     DEV_OF(h);
-    uint64_t used = atomic_load(&sim_state->dev[idx].used), total = sim_cfg[idx].memory_bytes;
+    uint64_t used = atomic_load(&SIM_DEV(idx)->used), total = sim_cfg[idx].memory_bytes;
     m->total = total;
     m->used = used;
     m->free = used < total ? total - used : 0;
@@ -148,7 +148,7 @@ SIM_API nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t h, nvmlMemory_t *m) {
 SIM_API nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t h, nvmlMemory_v2_t *m) {
     NEED_INIT();
     DEV_OF(h);
-    uint64_t used = atomic_load(&sim_state->dev[idx].used), total = sim_cfg[idx].memory_bytes;
+    uint64_t used = atomic_load(&SIM_DEV(idx)->used), total = sim_cfg[idx].memory_bytes;
     m->total = total;
     m->reserved = 0;
     m->used = used;
@@ -178,8 +178,8 @@ SIM_API nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t h, uns
     if (!n) return NVML_ERROR_INVALID_ARGUMENT;
     unsigned found = 0;
     for (int i = 0; i < SIM_MAX_SLOTS; i++) {
-        uint32_t pid = atomic_load(&sim_state->slots[i].pid);
-        uint64_t used = atomic_load(&sim_state->slots[i].used[idx]);
+        uint64_t used = atomic_load(&sim_state->slots[i].used[sim_host[idx]]);
+        uint32_t pid = used ? sim_slot_pid(i) : 0; /* host pids, as the driver lists them */
         if (!pid || !used) continue;
         if (infos && found < *n)
             infos[found] = (nvmlProcessInfo_t){.pid = pid, .usedGpuMemory = used,

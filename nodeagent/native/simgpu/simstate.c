@@ -8,11 +8,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 int sim_ndev;
+int sim_host[SIM_MAX_DEV];
 sim_devcfg_t sim_cfg[SIM_MAX_DEV];
 sim_state_t *sim_state;
 uint64_t sim_overhead_permille;
@@ -57,6 +60,60 @@ static void set_uuid(sim_devcfg_t *d, int i) {
         d->uuid_bytes[b] = (unsigned char)v;
         p += 2;
     }
+}
+
+static void apply_visibility(void) {
+    struct stat st;
+    if (stat(SIM_DEVICE_DIR, &st) != 0 || !S_ISDIR(st.st_mode)) return;
+    int n = 0;
+    for (int i = 0; i < sim_ndev; i++) {
+        char path[64];
+        snprintf(path, sizeof path, SIM_DEVICE_DIR "/simgpu%d", i);
+        if (access(path, F_OK) != 0) continue;
+        sim_cfg[n] = sim_cfg[i];
+        sim_host[n++] = i;
+    }
+    sim_ndev = n;
+}
+
+static uint32_t pidns_of(const char *proc_entry) {
+    char path[300];
+    struct stat st;
+    snprintf(path, sizeof path, "/proc/%s/ns/pid", proc_entry);
+    return stat(path, &st) == 0 ? (uint32_t)st.st_ino : 0;
+}
+
+/* The last NSpid field of /proc/<entry>/status: the pid in the process's own namespace. */
+static uint32_t inner_pid(const char *proc_entry) {
+    char path[300], line[256];
+    snprintf(path, sizeof path, "/proc/%s/status", proc_entry);
+    FILE *f = fopen(path, "re");
+    uint32_t pid = 0;
+    if (!f) return 0;
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "NSpid:", 6) != 0) continue;
+        for (char *save, *tok = strtok_r(line + 6, " \t\n", &save); tok;
+             tok = strtok_r(NULL, " \t\n", &save))
+            pid = (uint32_t)strtoul(tok, NULL, 10);
+        break;
+    }
+    fclose(f);
+    return pid;
+}
+
+uint32_t sim_slot_pid(int i) {
+    uint32_t pid = atomic_load(&sim_state->slots[i].pid), ns = sim_state->slots[i].pidns;
+    if (!pid || !ns || ns == pidns_of("self")) return pid;
+    DIR *d = opendir("/proc");
+    uint32_t found = 0;
+    if (!d) return 0;
+    for (struct dirent *e; !found && (e = readdir(d));) {
+        if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
+        if (pidns_of(e->d_name) == ns && inner_pid(e->d_name) == pid)
+            found = (uint32_t)strtoul(e->d_name, NULL, 10);
+    }
+    closedir(d);
+    return found;
 }
 
 /* One line per device: device name="..." memory_mib=N sm_count=N cc=M.m context_mib=N
@@ -113,7 +170,8 @@ static int load_config(void) {
         }
         fclose(f);
     }
-    for (int i = 0; i < sim_ndev; i++) set_uuid(&sim_cfg[i], i);
+    for (int i = 0; i < sim_ndev; i++) set_uuid(&sim_cfg[i], i), sim_host[i] = i;
+    apply_visibility();
     return 0;
 }
 
@@ -144,9 +202,11 @@ static void reclaim_dead(void) {
 static void claim_slot(void) {
     /* libcuda and libnvidia-ml each carry this file: the second one in a process adopts the
      * slot the first claimed instead of wiping what it holds. */
+    /* (pid, PID namespace) names a process: every container's first process is pid 1. */
+    uint32_t ns = pidns_of("self");
     for (int i = 0; i < SIM_MAX_SLOTS; i++) {
         if (atomic_load(&sim_state->slots[i].pid) == (uint32_t)getpid() &&
-            lock_slot(i, F_WRLCK) == 0) {
+            sim_state->slots[i].pidns == ns && lock_slot(i, F_WRLCK) == 0) {
             my_slot = i;
             return;
         }
@@ -158,6 +218,7 @@ static void claim_slot(void) {
             uint64_t held = atomic_exchange(&s->used[d], 0);
             if (held) atomic_fetch_sub(&sim_state->dev[d].used, held);
         }
+        s->pidns = pidns_of("self");
         atomic_store(&s->pid, (uint32_t)getpid());
         my_slot = i;
         return;
@@ -232,13 +293,14 @@ int sim_init(void) {
 }
 
 int sim_mem_take(int dev, uint64_t size) {
-    sim_dev_t *d = &sim_state->dev[dev];
+    sim_dev_t *d = SIM_DEV(dev);
     uint64_t total = sim_cfg[dev].memory_bytes;
     for (int attempt = 0; attempt < 2; attempt++) {
         uint64_t used = atomic_load(&d->used);
         while (size <= total && used <= total - size) {
             if (atomic_compare_exchange_weak(&d->used, &used, used + size)) {
-                if (my_slot >= 0) atomic_fetch_add(&sim_state->slots[my_slot].used[dev], size);
+                if (my_slot >= 0)
+                    atomic_fetch_add(&sim_state->slots[my_slot].used[sim_host[dev]], size);
                 return 0;
             }
         }
@@ -248,12 +310,12 @@ int sim_mem_take(int dev, uint64_t size) {
 }
 
 void sim_mem_give(int dev, uint64_t size) {
-    if (my_slot >= 0) atomic_fetch_sub(&sim_state->slots[my_slot].used[dev], size);
-    atomic_fetch_sub(&sim_state->dev[dev].used, size);
+    if (my_slot >= 0) atomic_fetch_sub(&sim_state->slots[my_slot].used[sim_host[dev]], size);
+    atomic_fetch_sub(&SIM_DEV(dev)->used, size);
 }
 
 uint64_t sim_run(int dev, uint64_t earliest, uint64_t dur, uint64_t *end) {
-    sim_dev_t *d = &sim_state->dev[dev];
+    sim_dev_t *d = SIM_DEV(dev);
     uint64_t now = sim_now();
     if (earliest < now) earliest = now;
     uint64_t busy = atomic_load(&d->busy_until), start;
@@ -266,7 +328,7 @@ uint64_t sim_run(int dev, uint64_t earliest, uint64_t dur, uint64_t *end) {
 }
 
 unsigned sim_utilisation(int dev) {
-    sim_dev_t *d = &sim_state->dev[dev];
+    sim_dev_t *d = SIM_DEV(dev);
     uint64_t now = sim_now();
     uint64_t until = atomic_load(&d->busy_until), total = atomic_load(&d->busy_total);
     uint64_t done = total - (until > now ? until - now : 0); /* one FIFO: no gaps ahead */

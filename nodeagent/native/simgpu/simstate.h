@@ -37,8 +37,8 @@ typedef struct {
 } sim_dev_t;
 
 typedef struct {
-    _Atomic uint32_t pid;
-    uint32_t pad;
+    _Atomic uint32_t pid; /* as the process sees itself (its own PID namespace) */
+    uint32_t pidns;       /* that namespace's inode (low 32 bits); 0: written by an old simgpu */
     _Atomic uint64_t used[SIM_MAX_DEV];
 } sim_slot_t;
 
@@ -48,7 +48,15 @@ typedef struct {
     sim_slot_t slots[SIM_MAX_SLOTS];
 } sim_state_t;
 
+/* Per-container visibility, as a real runtime gives a container only its GPUs' device nodes:
+ * where SIM_DEVICE_DIR exists (the CDI spec mounts it read-only), only the devices whose file
+ * SIM_DEVICE_DIR/simgpu<host index> exists are listed and opened, renumbered from 0. Without
+ * the folder (the host) every device is visible. Shared state is indexed by host index. */
+#define SIM_DEVICE_DIR "/dev/simgpu"
+#define SIM_DEV(d) (&sim_state->dev[sim_host[d]])
+
 extern int sim_ndev;
+extern int sim_host[SIM_MAX_DEV]; /* visible ordinal -> host device index */
 extern sim_devcfg_t sim_cfg[SIM_MAX_DEV];
 extern sim_state_t *sim_state;
 /* SIMULATED/TEST-ONLY fault injection: SIMGPU_DRIVER_OVERHEAD_PERMILLE (default 0, read once at
@@ -65,6 +73,9 @@ void sim_mem_give(int dev, uint64_t size);
 /* Queue a kernel of dur ns after max(now, earliest); returns its start time, *end its end. */
 uint64_t sim_run(int dev, uint64_t earliest, uint64_t dur, uint64_t *end);
 unsigned sim_utilisation(int dev);
+/* The pid of slot `i`'s process in this process's PID namespace (a container's process listed
+ * by the host, as NVML lists host pids); 0 when it cannot be found. */
+uint32_t sim_slot_pid(int i);
 void sim_sleep_until(uint64_t t);
 
 #endif

@@ -90,3 +90,22 @@ def test_the_core_finds_its_files_where_the_spec_mounts_them_and_nothing_in_the_
     assert not [e for e in env if e.split("=")[0] in {"TRANCHE_SLICE_CONFIG", "TRANCHE_REGION_DIR"}]
     assert cdi.CORE_IN_CONTAINER.endswith("/libtranche.so")
     assert agent.CORE_LIB.name == "libtranche.so"
+
+
+def test_on_a_real_node_the_simulated_driver_is_mounted_with_only_the_claims_gpus():
+    sim = cdi.SimDriver("/sim", "/s/simgpu.conf", "/s/simgpu.state", "/s/claims/u1/dev")
+    spec = cdi.render_cdi_spec("u1", [cdi.CdiDevice("u1-gpu-2", "GPU-2", None, 2)], FILES, sim)
+    _validator().validate(spec)
+    mounts = {m["containerPath"]: m for m in spec["containerEdits"]["mounts"]}
+    assert mounts[cdi.SIM_DEVICE_DIR]["hostPath"] == sim.device_dir
+    assert "ro" in mounts[cdi.SIM_DEVICE_DIR]["options"]
+    assert mounts["/usr/lib/x86_64-linux-gnu/libcuda.so.1"]["hostPath"] == "/sim/libcuda.so.1"
+    assert mounts[cdi.SIM_SMI]["hostPath"] == "/sim/nvidia-smi"
+    assert f"SIMGPU_STATE={cdi.SIM_STATE}" in spec["containerEdits"]["env"]
+    # simgpu's visibility folder is the one the C library reads.
+    header = (Path(__file__).parents[3] / "nodeagent/native/simgpu/simstate.h").read_text()
+    assert f'#define SIM_DEVICE_DIR "{cdi.SIM_DEVICE_DIR}"' in header
+    without = cdi.render_cdi_spec("u1", [cdi.CdiDevice("u1-gpu-2", "GPU-2", None, 2)], FILES)
+    assert cdi.SIM_DEVICE_DIR not in {
+        m["containerPath"] for m in without["containerEdits"]["mounts"]
+    }

@@ -1,0 +1,171 @@
+/*
+ * The sample tenant workload: what a tenant runs to check a slice. Linked against
+ * libcuda.so.1 and libnvidia-ml.so.1, which the node's CDI spec provides (the image has none).
+ *
+ *   tranche-sample            nvidia-smi's name and memory, then allocate SAMPLE_ALLOC_MIB
+ *                             (default 1024) in 1 GiB steps, then a compute loop
+ *   tranche-sample gpus       nvidia-smi -L, then a context on each index 0..7
+ *   tranche-sample unshare    unshare(CLONE_NEWUSER | CLONE_NEWNS), as `unshare -Urm` does
+ *   tranche-sample core       is the interception core loaded, here and after execve with
+ *                             an empty environment and with LD_PRELOAD= ?
+ *   tranche-sample ram MIB    fill MIB of host RAM (the container's memory limit)
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <sched.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef int CUresult;
+typedef int CUdevice;
+typedef void *CUcontext;
+typedef void *CUmodule;
+typedef void *CUfunction;
+typedef unsigned long long CUdeviceptr;
+CUresult cuInit(unsigned);
+CUresult cuDeviceGet(CUdevice *, int);
+CUresult cuDeviceGetCount(int *);
+CUresult cuCtxCreate_v2(CUcontext *, unsigned, CUdevice);
+CUresult cuCtxDestroy_v2(CUcontext);
+CUresult cuCtxSynchronize(void);
+CUresult cuMemAlloc_v2(CUdeviceptr *, size_t);
+CUresult cuModuleLoadData(CUmodule *, const void *);
+CUresult cuModuleGetFunction(CUfunction *, CUmodule, const char *);
+CUresult cuLaunchKernel(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                        unsigned, void *, void **, void **);
+CUresult cuGetErrorName(CUresult, const char **);
+
+static const char *name_of(CUresult r) {
+    const char *s = "CUDA_ERROR_UNKNOWN";
+    cuGetErrorName(r, &s);
+    return s;
+}
+
+static int run(char *const argv[]) {
+    pid_t pid = fork();
+    if (pid == 0) {
+        execv(argv[0], argv);
+        fprintf(stderr, "exec %s: %s\n", argv[0], strerror(errno));
+        _exit(127);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    fflush(stdout);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+static int check(void) {
+    char *smi[] = {"/usr/bin/nvidia-smi", "--query-gpu=name,memory.total", "--format=csv,noheader",
+                   NULL};
+    run(smi);
+    const char *env = getenv("SAMPLE_ALLOC_MIB");
+    uint64_t target = (env ? strtoull(env, NULL, 10) : 1024) << 20, held = 0, step = 1ull << 30;
+    CUdevice dev;
+    CUcontext ctx;
+    CUresult r = cuInit(0);
+    if (r == 0) r = cuDeviceGet(&dev, 0);
+    if (r == 0) r = cuCtxCreate_v2(&ctx, 0, dev);
+    printf("context %s\n", name_of(r));
+    if (r != 0) return 1;
+    while (held < target) {
+        uint64_t size = target - held < step ? target - held : step;
+        CUdeviceptr ptr;
+        r = cuMemAlloc_v2(&ptr, size);
+        printf("alloc %llu MiB: %s\n", (unsigned long long)((held + size) >> 20), name_of(r));
+        fflush(stdout);
+        if (r != 0) break; /* keep what we have and compute with it, as a real job would */
+        held += size;
+    }
+    CUmodule mod;
+    CUfunction fn;
+    uint64_t busy_ns = 20000000;
+    void *params[] = {&busy_ns};
+    cuModuleLoadData(&mod, "tranche-sample");
+    cuModuleGetFunction(&fn, mod, "spin");
+    printf("computing with %llu MiB\n", (unsigned long long)(held >> 20));
+    fflush(stdout);
+    for (;;) {
+        if ((r = cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL)) != 0) {
+            printf("launch: %s\n", name_of(r));
+            return 1;
+        }
+        cuCtxSynchronize();
+        struct timespec ts = {0, 20000000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+static int gpus(void) {
+    char *smi[] = {"/usr/bin/nvidia-smi", "-L", NULL};
+    run(smi);
+    int n = 0;
+    CUresult r = cuInit(0);
+    cuDeviceGetCount(&n);
+    printf("cuDeviceGetCount %d %s\n", n, name_of(r));
+    for (int i = 0; i < 8; i++) {
+        CUdevice dev;
+        CUcontext ctx;
+        r = cuDeviceGet(&dev, i);
+        if (r == 0) r = cuCtxCreate_v2(&ctx, 0, dev);
+        printf("context %d: %s\n", i, name_of(r));
+        if (r == 0) cuCtxDestroy_v2(ctx);
+    }
+    return 0;
+}
+
+static int core_loaded(void) {
+    FILE *f = fopen("/proc/self/maps", "re");
+    char line[512];
+    int found = 0;
+    while (f && fgets(line, sizeof line, f)) found |= strstr(line, "libtranche") != NULL;
+    if (f) fclose(f);
+    return found;
+}
+
+int main(int argc, char **argv) {
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    const char *mode = argc > 1 ? argv[1] : "check";
+    if (!strcmp(mode, "check")) return check();
+    if (!strcmp(mode, "gpus")) return gpus();
+    if (!strcmp(mode, "unshare")) {
+        int rc = unshare(CLONE_NEWUSER | CLONE_NEWNS);
+        printf("unshare -Urm: %s\n", rc == 0 ? "allowed" : strerror(errno));
+        return rc == 0 ? 0 : 1;
+    }
+    if (!strcmp(mode, "loaded")) {
+        printf("%s: core %s\n", argc > 2 ? argv[2] : "here", core_loaded() ? "loaded" : "absent");
+        return 0;
+    }
+    if (!strcmp(mode, "core")) {
+        printf("here: core %s\n", core_loaded() ? "loaded" : "absent");
+        char *empty[] = {NULL}, *cleared[] = {"LD_PRELOAD=", NULL};
+        char *a1[] = {argv[0], "loaded", "env -i", NULL}, *a2[] = {argv[0], "loaded", "LD_PRELOAD=", NULL};
+        for (int i = 0; i < 2; i++) {
+            pid_t pid = fork();
+            if (pid == 0) {
+                execve("/proc/self/exe", i ? a2 : a1, i ? cleared : empty);
+                _exit(127);
+            }
+            waitpid(pid, NULL, 0);
+        }
+        return 0;
+    }
+    if (!strcmp(mode, "ram") && argc > 2) {
+        size_t want = strtoull(argv[2], NULL, 10) << 20, step = 64u << 20;
+        for (size_t held = 0; held < want; held += step) {
+            char *p = malloc(step);
+            if (!p) return 1;
+            memset(p, 1, step);
+            printf("host memory %zu MiB\n", (held + step) >> 20);
+        }
+        pause();
+        return 0;
+    }
+    fprintf(stderr, "usage: tranche-sample [check|gpus|unshare|core|ram MIB]\n");
+    return 2;
+}

@@ -1,0 +1,179 @@
+"""Tenants' pods on the dev cluster's real node: real kubelet, containerd and runc; our DRA
+plugin prepares the claim and containerd applies our CDI spec (core, /etc/ld.so.preload,
+read-only slice config, region, simgpu's driver and nvidia-smi, one device file per GPU).
+
+One real node and one agent serve the whole session (tests/helpers/realnode.py); each test
+runs a pod of the sample tenant image (deploy/images/sample.py) in a mode of its own.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kubernetes import client
+
+from controller.render.device_class import render_device_class
+from controller.render.spec import ProductSpec
+from deploy.devcluster.config import load_node_settings, load_settings
+from deploy.devcluster.launcher import node_images
+from deploy.devcluster.node import run as node_run
+from tests.cluster.nodeagent.conftest import V100, create_template, describe_pod
+from tests.helpers.realnode import logs, run_pod, terminated
+from tests.helpers.skips import needs_native_sim
+from tests.helpers.wait import wait_for
+
+pytestmark = [needs_native_sim]
+
+
+@pytest.fixture(scope="module")
+def product(kube_cluster) -> Iterator[ProductSpec]:
+    spec = ProductSpec(
+        device_class=f"tranche-v100-8g-rn{secrets.token_hex(2)}",
+        gpu_name=V100, memory_mib=8192, compute_percent=25,
+    )  # fmt: skip
+    api = client.ResourceV1Api(kube_cluster.api_client)
+    body = render_device_class(spec)
+    body["metadata"]["labels"] = {}  # the test's own: no reconcile in the session prunes it
+    api.create_device_class(body)
+    yield spec
+    try:
+        api.delete_device_class(spec.device_class)
+    except client.ApiException as exc:
+        if exc.status != 404:  # a reconcile elsewhere in the session may have pruned it
+            raise
+
+
+@pytest.fixture
+def pod_in(kube_cluster, real_node, product, make_namespace):
+    """Factory: run one sample pod in a fresh namespace; returns (namespace, name)."""
+
+    def _run(mode: list[str], **kw) -> tuple[str, str]:
+        ns = make_namespace()
+        create_template(kube_cluster.api_client, ns, product)
+        run_pod(kube_cluster.api_client, ns, "sample", product.device_class, real_node.name,
+                args=mode, **kw)  # fmt: skip
+        return ns, "sample"
+
+    return _run
+
+
+def _finished(api, ns: str, name: str, timeout: float, real_node) -> dict:
+    return wait_for(
+        lambda: terminated(api, ns, name), timeout,
+        lambda: "the container to finish\n" + describe_pod(api, ns, name) + real_node.log_tail(),
+    )  # fmt: skip
+
+
+def test_the_container_sees_only_its_gpu(kube_cluster, real_node, pod_in) -> None:
+    api = kube_cluster.api_client
+    ns, name = pod_in(["gpus"])
+    state = _finished(api, ns, name, 90, real_node)
+    out = logs(api, ns, name)
+    assert state["exitCode"] == 0, out
+    assert [line for line in out.splitlines() if line.startswith("GPU ")] == [
+        line for line in out.splitlines() if line.startswith("GPU 0: Tesla V100-PCIE-32GB")
+    ], out
+    assert out.count("GPU ") == 1, out
+    assert "cuDeviceGetCount 1" in out, out
+    assert "context 0: CUDA_SUCCESS" in out, out
+    for other in range(1, 8):
+        assert f"context {other}: CUDA_SUCCESS" not in out, out
+
+
+def test_unshare_is_refused_and_the_core_stays_loaded(kube_cluster, real_node, pod_in) -> None:
+    """RuntimeDefault seccomp (the manifest names it; the kubelet's seccompDefault gives it to
+    pods that do not) refuses unshare(CLONE_NEWUSER); /etc/ld.so.preload loads the core into
+    processes started with an empty environment and with LD_PRELOAD emptied."""
+    api = kube_cluster.api_client
+    ns, name = pod_in(["unshare"])
+    _finished(api, ns, name, 90, real_node)
+    assert "unshare -Urm: Operation not permitted" in logs(api, ns, name)
+    ns, name = pod_in(["core"])
+    _finished(api, ns, name, 90, real_node)
+    out = logs(api, ns, name)
+    for how in ("here", "env -i", "LD_PRELOAD="):
+        assert f"{how}: core loaded" in out, out
+
+
+def test_the_real_kubelet_reports_oomkilled(kube_cluster, real_node, pod_in) -> None:
+    api = kube_cluster.api_client
+    ns, name = pod_in(["ram", "1024"], memory="512Mi")
+    state = _finished(api, ns, name, 90, real_node)
+    assert (state["reason"], state["exitCode"]) == ("OOMKilled", 137), state
+
+
+def _prepared(agent_dir: Path) -> dict:
+    path = agent_dir / "checkpoint.json"
+    return json.loads(path.read_text()).get("claims", {}) if path.exists() else {}
+
+
+def test_unprepare_removes_the_claims_files(kube_cluster, real_node, pod_in) -> None:
+    api = kube_cluster.api_client
+    before = set(_prepared(real_node.paths.agent_dir))
+    ns, name = pod_in(["check"], env={"SAMPLE_ALLOC_MIB": "1024"})
+    wait_for(lambda: "computing with 1024 MiB" in logs(api, ns, name), 90,
+             lambda: describe_pod(api, ns, name) + real_node.log_tail())  # fmt: skip
+    (uid,) = set(_prepared(real_node.paths.agent_dir)) - before
+    claim = _prepared(real_node.paths.agent_dir)[uid]
+    files = [Path(claim["cdi_path"]), Path(claim["config_path"]), Path(claim["region_dir"])]
+    assert all(f.exists() for f in files), files
+    assert any(Path(claim["region_dir"]).iterdir()), "the core wrote no region"
+    client.CoreV1Api(api).delete_namespaced_pod(name, ns, grace_period_seconds=0)
+    wait_for(lambda: not any(f.exists() for f in files), 60,
+             lambda: f"unprepare to remove {files}\n" + real_node.log_tail())  # fmt: skip
+
+
+def test_backstop_kills_a_static_binary_around_the_core(kube_cluster, real_node, pod_in) -> None:
+    """tranche-bypass never loads the core and takes 9000 MiB on an 8 GiB slice from the
+    simulated driver directly; the agent (0.5 s interval) attributes it by its pod cgroup."""
+    api = kube_cluster.api_client
+    ns, name = pod_in(["9000"], command=["/usr/bin/tranche-bypass"])
+    state = _finished(api, ns, name, 90, real_node)
+    out = logs(api, ns, name)
+    assert "holding 9000 MiB around the core" in out, out
+    assert state["exitCode"] == 137, state
+    lived = dt.datetime.fromisoformat(state["finishedAt"]) - dt.datetime.fromisoformat(
+        state["startedAt"]
+    )
+    # The kubelet's times have 1 s resolution: 2 intervals (1 s) plus that.
+    print(f"bypass killed {lived.total_seconds():.0f} s after its start")  # noqa: T201
+    assert lived.total_seconds() <= 2, state
+
+
+def test_a_stopped_node_leaves_nothing(kube_cluster, real_node) -> None:
+    """A second node runs a pod (sandbox, netns, overlay, cgroups), is stopped, and nothing of
+    it is left on the machine: what `make stop` does to every node."""
+    settings, nodes = load_settings(), load_node_settings()
+    index = settings.real_nodes  # past the session's nodes: its own ports, folders and bridge
+    node = node_run.start(settings, nodes, index, node_images(settings))
+    core = client.CoreV1Api(kube_cluster.api_client)
+    try:
+        wait_for(lambda: _ready(core, node.name), 60, f"node {node.name} Ready")
+        core.create_namespaced_pod("default", {
+            "metadata": {"name": f"leftover-{secrets.token_hex(2)}"},
+            "spec": {"nodeName": node.name, "restartPolicy": "Never",
+                     "automountServiceAccountToken": False,
+                     "containers": [{"name": "c", "image": "registry.tranche.dev/sample:1",
+                                     "args": ["unshare"]}]},
+        })  # fmt: skip
+        wait_for(lambda: node_run.cgroup_dirs(node) and any(
+            p.name.startswith("pod") for d in node_run.cgroup_dirs(node) if d.exists()
+            for p in d.rglob("pod*")), 60, "the pod's cgroup")  # fmt: skip
+        assert node_run.leftovers(settings, node), "a running node shows nothing to clean"
+    finally:
+        node_run.stop(settings, node, quiet=True)
+        core.delete_node(node.name)
+    assert node_run.leftovers(settings, node) == []
+
+
+def _ready(core: client.CoreV1Api, name: str) -> bool:
+    try:
+        conditions = core.read_node(name).status.conditions or []
+    except client.ApiException:
+        return False
+    return any(c.type == "Ready" and c.status == "True" for c in conditions)

@@ -44,7 +44,11 @@ class SubscriptionMonth:
 def subscription_months(
     organization_ids: list[int] | None, year: int, month: int
 ) -> dict[int, list[SubscriptionMonth]]:
-    """Per organization id, its subscriptions that held anything in the month (one query)."""
+    """Per organization id, its subscriptions that held anything in the month (two queries).
+
+    A subscription whose quantity was 0 all month (cancelled in an earlier month) is kept when
+    its project still held claims of the product in the month: slices held past a cancel's grace
+    period are billed in every month they are held (docs/billing.md, "After a cancel")."""
     begin, end = pricing.month_start(year, month), pricing.month_end(year, month)
     orders = Order.objects.filter(created_at__lt=end).order_by(
         "subscription_id", "created_at", "id"
@@ -66,6 +70,7 @@ def subscription_months(
         "quantity",
         "pk",
     )
+    held = _held_pairs(organization_ids, begin, end)
     grouped: dict[int, list[tuple]] = defaultdict(list)
     for row in rows:
         grouped[row[1]].append(row)
@@ -84,7 +89,7 @@ def subscription_months(
                 start = row[11]
             else:
                 changes.append(pricing.Change(at=at, quantity=row[11]))
-        if start == 0 and not changes:
+        if start == 0 and not changes and (first[2], first[5]) not in held:
             continue
         result[first[0]].append(
             SubscriptionMonth(
@@ -101,6 +106,18 @@ def subscription_months(
             )
         )
     return result
+
+
+def _held_pairs(organization_ids: list[int] | None, begin: datetime, end: datetime) -> set:
+    """(project id, product id) of every ledger claim overlapping [begin, end)."""
+    from portal.billing.models import UsageRecord
+
+    records = UsageRecord.objects.filter(allocated_at__lt=end).filter(
+        Q(released_at__isnull=True) | Q(released_at__gt=begin)
+    )
+    if organization_ids is not None:
+        records = records.filter(organization_id__in=organization_ids)
+    return set(records.values_list("project_id", "product_id").distinct())
 
 
 def current_quantity(sub: SubscriptionMonth) -> int:

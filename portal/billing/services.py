@@ -144,13 +144,14 @@ def generate_invoice(
         return existing, False
     if subs is None:
         subs = subscription_months([organization.pk], year, month).get(organization.pk, [])
-    if not subs:
+    lines = _line_rows(subs, year, month)
+    if not lines:  # e.g. only claims held inside a cancel's grace period: nothing to bill
         return None, False
     voided = months.filter(state=Invoice.State.VOID, corrected_by__isnull=True).last()
     try:
         with transaction.atomic():
             invoice = _create_invoice(
-                organization, year, month, subs=subs, issue=issue, voided=voided, actor=actor
+                organization, year, month, lines=lines, issue=issue, voided=voided, actor=actor
             )
             return invoice, True
     except IntegrityError:  # a concurrent run created it first
@@ -168,7 +169,7 @@ def _create_invoice(
     year: int,
     month: int,
     *,
-    subs: list[SubscriptionMonth],
+    lines: list[InvoiceLine],
     issue: bool,
     voided: Invoice | None = None,
     actor=None,
@@ -182,7 +183,6 @@ def _create_invoice(
             + " must be printed on it and are not configured. Set them and run it again."
         )
     account = billing_account(organization)
-    lines = _line_rows(subs, year, month)
     net = money.total(line.amount for line in lines)
     tax = money.tax_of(net, account.tax_rate_percent)
     invoice = Invoice.objects.create(

@@ -1,0 +1,94 @@
+"""Slices held past a cancel's grace period into later months are billed in those months too
+(docs/billing.md, "After a cancel or decrease"), on PostgreSQL: the subscription has no order in
+the later month, so all of its held slice-hours there are overage at the latest order's price."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from decimal import ROUND_HALF_UP, Decimal
+
+from portal.billing import selectors, services
+from portal.billing.models import UsageRecord
+from tests.integration.billing.helpers import place_at
+from tranche import pricing
+
+V16 = "tranche-v100-16g"
+CENT = Decimal("0.01")
+
+
+def utc(*args) -> datetime:
+    return datetime(*args, tzinfo=UTC)
+
+
+def _cancelled_in_october_held_into_november(world):
+    """Buy on Oct 5, cancel on Oct 20 at 10:00; the claim is released only on Nov 3 at 14:30."""
+    m, product = world.membership(world.owner), world.products[V16]
+    place_at(m, world.project_a, product, 1, utc(2026, 10, 5))
+    cancel = place_at(m, world.project_a, product, 0, utc(2026, 10, 20, 10, 0))
+    UsageRecord.objects.create(
+        claim_uid="uid-held-on",
+        claim_name="llm-held-on",
+        organization=world.org_a,
+        project=world.project_a,
+        product=product,
+        allocated_at=utc(2026, 10, 5, 0, 5),
+        released_at=utc(2026, 11, 3, 14, 30),
+        opened_by="event",
+    )
+    return cancel
+
+
+def test_a_claim_held_into_the_next_month_is_billed_there(world, settings) -> None:
+    settings.CONTROLLER_CANCEL_GRACE_SECONDS = 3600
+    cancel = _cancelled_in_october_held_into_november(world)
+    hours = pricing.hours_in_month(2026, 11)
+    invoice, created = services.generate_invoice(world.org_a, 2026, 11)
+    assert created
+    (overage,) = invoice.lines.all()
+    assert overage.kind == "overage"
+    held_hours = 2 * 24 + 15  # Nov 1 00:00 to Nov 3 14:30, every started hour
+    assert overage.hours == held_hours
+    assert overage.unit_monthly_price == cancel.unit_monthly_price
+    expected = (cancel.unit_monthly_price * held_hours / hours).quantize(
+        CENT, rounding=ROUND_HALF_UP
+    )
+    assert overage.amount == expected
+    assert invoice.net_total == expected
+    # October bills its own part (Oct 20 11:00 to month end) and nothing of November's
+    october, _ = services.generate_invoice(world.org_a, 2026, 10)
+    (held_in_october,) = october.lines.filter(kind="overage")
+    assert held_in_october.hours == 13 + 11 * 24  # Oct 20 11:00-24:00, then Oct 21-31
+    # the monthly run finds the cancelled subscription's organization for November too
+    assert services.run_monthly_invoices(2026, 11) == {"organizations": 1, "created": 0}
+
+
+def test_a_claim_held_on_only_inside_the_grace_period_bills_nothing(world, settings) -> None:
+    """Cancel on Oct 31 at 23:30 with a 1 h grace; release at 00:20 on Nov 1: no November bill."""
+    settings.CONTROLLER_CANCEL_GRACE_SECONDS = 3600
+    m, product = world.membership(world.owner), world.products[V16]
+    place_at(m, world.project_a, product, 1, utc(2026, 10, 5))
+    place_at(m, world.project_a, product, 0, utc(2026, 10, 31, 23, 30))
+    UsageRecord.objects.create(
+        claim_uid="uid-grace",
+        claim_name="llm-grace",
+        organization=world.org_a,
+        project=world.project_a,
+        product=product,
+        allocated_at=utc(2026, 10, 5, 0, 5),
+        released_at=utc(2026, 11, 1, 0, 20),
+        opened_by="event",
+    )
+    assert services.generate_invoice(world.org_a, 2026, 11) == (None, False)
+
+
+def test_the_billing_page_counts_the_held_slices_of_a_cancelled_subscription(
+    world, settings
+) -> None:
+    settings.CONTROLLER_CANCEL_GRACE_SECONDS = 3600
+    cancel = _cancelled_in_october_held_into_november(world)
+    (line,) = selectors.month_to_date(world.org_a, now=utc(2026, 11, 2, 12, 30))
+    # Nov 1 00:00 to Nov 2 12:30: 37 started hours, the claim still held
+    expected = (cancel.unit_monthly_price * 37 / 720).quantize(CENT, rounding=ROUND_HALF_UP)
+    assert line.held_now == 0
+    assert line.cost_so_far == expected
+    assert line.projected == expected

@@ -27,8 +27,6 @@ class ProductAdmin(AuditedAdmin):
         "sellable",
     )
     list_editable = ("monthly_price", "sellable")
-    # hourly_price is not charged (docs/billing.md): hidden until a migration drops the column.
-    exclude = ("hourly_price",)
     list_filter = ("sellable", "gpu_model")
     search_fields = ("name", "device_class")
 

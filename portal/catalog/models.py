@@ -45,9 +45,6 @@ class Product(models.Model):
     monthly_price = models.DecimalField(
         max_digits=10, decimal_places=2, validators=[MinValueValidator(Decimal("0"))]
     )
-    hourly_price = models.DecimalField(
-        max_digits=10, decimal_places=4, validators=[MinValueValidator(Decimal("0"))]
-    )
     currency = models.CharField(
         max_length=3, default="EUR", validators=[RegexValidator(r"^[A-Z]{3}$", "ISO 4217 code")]
     )

@@ -11,10 +11,10 @@ from portal.core.seeding import seeder
 from tranche.names import device_class_name
 
 V100_PRODUCTS = [
-    # (size GiB, percent, monthly EUR, hourly EUR)
-    (8, 25, Decimal("90.00"), Decimal("0.1250")),
-    (16, 50, Decimal("170.00"), Decimal("0.2400")),
-    (32, 100, Decimal("320.00"), Decimal("0.4500")),
+    # (size GiB, percent, monthly EUR)
+    (8, 25, Decimal("90.00")),
+    (16, 50, Decimal("170.00")),
+    (32, 100, Decimal("320.00")),
 ]
 
 
@@ -33,7 +33,7 @@ def _ensure_line(model: tuple, label: str, products: list[tuple]) -> list[Produc
         },
     )
     created = []
-    for gib, percent, monthly, hourly in products:
+    for gib, percent, monthly in products:
         product, _ = Product.objects.get_or_create(
             device_class=device_class_name(short_name, gib),
             defaults={
@@ -43,7 +43,6 @@ def _ensure_line(model: tuple, label: str, products: list[tuple]) -> list[Produc
                 "memory_mib": gib * 1024,
                 "compute_percent": percent,
                 "monthly_price": monthly,
-                "hourly_price": hourly,
                 "currency": "EUR",
             },
         )
@@ -60,7 +59,7 @@ def ensure_catalogue() -> list[Product]:
     return _ensure_line(V100_MODEL, "V100", V100_PRODUCTS)
 
 
-A100_PRODUCTS = [(10, 25, Decimal("140.00"), Decimal("0.1950"))]
+A100_PRODUCTS = [(10, 25, Decimal("140.00"))]
 A100_MODEL = ("NVIDIA A100-SXM4-40GB", "a100", 40960, "8.0", "Ampere")
 
 

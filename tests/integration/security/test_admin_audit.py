@@ -48,7 +48,6 @@ def test_an_inline_edit_in_the_product_list_is_audited(world, billing, client):
         data |= {
             f"form-{i}-id": p.pk,
             f"form-{i}-monthly_price": str(p.monthly_price),
-            f"form-{i}-hourly_price": str(p.hourly_price),
         }
         if p.sellable and i != 0:  # the first product stops being sold
             data[f"form-{i}-sellable"] = "on"

@@ -137,13 +137,17 @@ def test_postgres_restart_heals_every_process(kube_cluster, tmp_path) -> None:
     }
     env.pop("TRANCHE_TEST_DB_NAME", None)
     manage = [sys.executable, str(ROOT / "manage.py")]
-    subprocess.run([*manage, "migrate", "--noinput", "-v0"], env=env, cwd=ROOT, check=True)
-    made = json.loads(
-        subprocess.run(
-            [*manage, "shell", "-c", SETUP], env=env, cwd=ROOT, check=True, capture_output=True,
-            text=True,
-        ).stdout.strip().splitlines()[-1]
-    )  # fmt: skip
+    try:
+        subprocess.run([*manage, "migrate", "--noinput", "-v0"], env=env, cwd=ROOT, check=True)
+        made = json.loads(
+            subprocess.run(
+                [*manage, "shell", "-c", SETUP], env=env, cwd=ROOT, check=True,
+                capture_output=True, text=True,
+            ).stdout.strip().splitlines()[-1]
+        )  # fmt: skip
+    except BaseException:  # a failed setup stops this PostgreSQL too, or it outlives the run
+        services.stop_postgres(lay)
+        raise
     spec = {
         name: {"argv": argv, "env": platform.role_env(name)}
         for name, argv in platform.processes().items()

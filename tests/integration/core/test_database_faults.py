@@ -91,13 +91,15 @@ def own_postgres(monkeypatch):
     monkeypatch.delenv("TRANCHE_TEST_DB_NAME", raising=False)
     manage = [sys.executable, str(ROOT / "manage.py")]
     run_env = {**os.environ, "TRANCHE_DB_NAME": "tranche", "PYTHONPATH": str(ROOT)}
-    subprocess.run([*manage, "migrate", "--noinput", "-v0"], env=run_env, cwd=ROOT, check=True)
-    made = subprocess.run([*manage, "shell", "-c", SETUP], env=run_env, cwd=ROOT, check=True,
-                          capture_output=True, text=True)  # fmt: skip
-    yield lay, json.loads(made.stdout.strip().splitlines()[-1])
-    services.stop_postgres(lay)
-    shutil.rmtree(lay.pg_root, ignore_errors=True)
-    shutil.rmtree(state, ignore_errors=True)
+    try:  # a failed setup stops this PostgreSQL too, or it outlives the run
+        subprocess.run([*manage, "migrate", "--noinput", "-v0"], env=run_env, cwd=ROOT, check=True)
+        made = subprocess.run([*manage, "shell", "-c", SETUP], env=run_env, cwd=ROOT, check=True,
+                              capture_output=True, text=True)  # fmt: skip
+        yield lay, json.loads(made.stdout.strip().splitlines()[-1])
+    finally:
+        services.stop_postgres(lay)
+        shutil.rmtree(lay.pg_root, ignore_errors=True)
+        shutil.rmtree(state, ignore_errors=True)
 
 
 def _postmaster(lay: services.Layout) -> int:

@@ -36,32 +36,13 @@ import urllib3
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+# The same manifests the tests send (no Django needed to build them).
+from tests.integration.preflight.hostile import alias_bomb, workload  # noqa: E402
+
 
 def percentile(values: list[float], pct: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(pct / 100 * (len(ordered) - 1)))]
-
-
-def alias_bomb() -> str:
-    lines = ['  a0: &a0 ["x","x","x","x","x","x","x","x","x","x"]']
-    lines += [f"  a{i}: &a{i} [{','.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 8)]
-    return "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: b}\ndata:\n" + "\n".join(lines)
-
-
-def workload(images: list[str]) -> str:
-    containers = "\n".join(f"      - {{name: c{i}, image: {im}}}" for i, im in enumerate(images))
-    return f"""apiVersion: apps/v1
-kind: Deployment
-metadata: {{name: app}}
-spec:
-  selector: {{matchLabels: {{app: a}}}}
-  template:
-    metadata: {{labels: {{app: a}}}}
-    spec:
-      resourceClaims: [{{name: gpu, resourceClaimTemplateName: tranche-v100-8g}}]
-      containers:
-{containers}
-"""
 
 
 def rss_mib(port: int) -> float:
@@ -169,7 +150,7 @@ def run(portal, callers, victim_pk: int, cookie: str, *, host: str, args) -> dic
     assert http.request("GET", quota_url, headers={"Cookie": cookie}).status == 200
     api(*callers[0], "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: warm}\n")  # warm-up
 
-    bomb = alias_bomb()
+    bomb = alias_bomb(7)
     rss_before = rss_mib(port)
     bomb_ms = []
     for _ in range(5):
@@ -197,7 +178,7 @@ def run(portal, callers, victim_pk: int, cookie: str, *, host: str, args) -> dic
 
     def call(project_pk: int, token: str) -> None:
         t0 = time.monotonic()
-        resp = api(project_pk, token, workload(images))
+        resp = api(project_pk, token, workload(*images))
         body = json.loads(resp.data)
         on_time = resp.status == 429 or all(
             f"within {args.deadline} s" in v["reason"]

@@ -135,3 +135,30 @@ def forward(req: BaseHTTPRequestHandler, upstream: str, headers: dict | None = N
 
 def elapsed(started: float) -> float:
     return time.monotonic() - started
+
+
+# Manifests that pre-flight is sent: shared by the tests and bench/preflight_abuse.py.
+def workload(*images: str, extra: str = "") -> str:
+    containers = "\n".join(f"      - {{name: c{i}, image: {im}}}" for i, im in enumerate(images))
+    return f"""apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: app}}
+spec:
+  selector: {{matchLabels: {{app: a}}}}
+  template:
+    metadata: {{labels: {{app: a}}}}
+    spec:
+      resourceClaims: [{{name: gpu, resourceClaimTemplateName: tranche-v100-8g}}]
+      containers:
+{containers}
+{extra}"""
+
+
+def alias_bomb(levels: int) -> str:
+    lines = ['    a0: &a0 ["x","x","x","x","x","x","x","x","x","x"]']
+    for i in range(1, levels + 1):
+        lines.append(f"    a{i}: &a{i} [{','.join([f'*a{i - 1}'] * 10)}]")
+    return (
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: bomb}\ndata:\n  x: y\nbomb:\n"
+        + "\n".join(lines)
+    )

@@ -29,31 +29,17 @@ from portal.preflight.tokens import create_token
 from tests.helpers.factories import make_tenant
 from tests.helpers.wait import wait_for
 from tests.integration.preflight.hostile import (
+    alias_bomb,
     drip_sender,
     forward,
     http_server,
     reply,
     silent_listener,
+    workload,
 )
 from tests.integration.preflight.images import CACHE, packed_layer, push_image
 
 pytestmark = pytest.mark.timeout(300)
-
-
-def workload(*images: str, extra: str = "") -> str:
-    containers = "\n".join(f"      - {{name: c{i}, image: {im}}}" for i, im in enumerate(images))
-    return f"""apiVersion: apps/v1
-kind: Deployment
-metadata: {{name: app}}
-spec:
-  selector: {{matchLabels: {{app: a}}}}
-  template:
-    metadata: {{labels: {{app: a}}}}
-    spec:
-      resourceClaims: [{{name: gpu, resourceClaimTemplateName: tranche-v100-8g}}]
-      containers:
-{containers}
-{extra}"""
 
 
 def api(client: Client, project, body: str, token: str):
@@ -64,16 +50,6 @@ def api(client: Client, project, body: str, token: str):
 
 
 # Finding 1: a YAML alias bomb inside a real object, and 5,000 nested brackets.
-def alias_bomb(levels: int) -> str:
-    lines = ['    a0: &a0 ["x","x","x","x","x","x","x","x","x","x"]']
-    for i in range(1, levels + 1):
-        lines.append(f"    a{i}: &a{i} [{','.join([f'*a{i - 1}'] * 10)}]")
-    return (
-        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: bomb}\ndata:\n  x: y\nbomb:\n"
-        + "\n".join(lines)
-    )
-
-
 def test_an_alias_bomb_and_deep_nesting_are_clear_verdicts(world, client, no_cluster) -> None:
     _token, secret = create_token(world.member, "ci")
     resp = api(client, world.project_a, alias_bomb(6), secret)

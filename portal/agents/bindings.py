@@ -14,19 +14,14 @@ import json
 from collections.abc import Iterable
 
 import redis
-from django.conf import settings
+
+from portal.core.redisconn import shared_client
 
 POD_KEY = "tranche:pods:{project_id}"
-_client: redis.Redis | None = None
 
 
 def _redis() -> redis.Redis:
-    global _client  # noqa: PLW0603  (one connection pool per process)
-    if _client is None:
-        _client = redis.Redis.from_url(
-            settings.REDIS_URL, socket_connect_timeout=2, socket_timeout=5
-        )
-    return _client
+    return shared_client(5)
 
 
 def write_pod_states(project_id: int, pods: dict[str, dict[str, str]]) -> None:

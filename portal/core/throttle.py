@@ -15,16 +15,11 @@ import time
 import redis
 from django.conf import settings
 
-_client: redis.Redis | None = None
+from portal.core.redisconn import shared_client
 
 
 def _redis() -> redis.Redis:
-    global _client  # noqa: PLW0603  (one connection pool per process)
-    if _client is None:
-        _client = redis.Redis.from_url(
-            settings.REDIS_URL, socket_connect_timeout=2, socket_timeout=2
-        )
-    return _client
+    return shared_client(2)
 
 
 def _key(scope: str, key: str, window: int) -> str:

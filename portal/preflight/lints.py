@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from portal.catalog.llm_models import KNOWN_MODELS, recommended_ram_limit_mib
 from portal.preflight.facts import Facts, ProductFacts
 from portal.preflight.manifest import (
     ManifestError,
@@ -29,28 +30,6 @@ from tranche.agent_protocol import UNMEASURED_CONTEXT_FLOOR_BYTES
 ANNOTATION_MODEL = "tranche.dev/model"
 ANNOTATION_MODEL_SIZE = "tranche.dev/model-size"
 OLLAMA_DEFAULT_CONTEXT = 4096
-
-
-@dataclass(frozen=True)
-class KnownModel:
-    """Weights as shipped (Q4 for Ollama tags) and the shape that sizes its KV cache."""
-
-    weights_mib: int
-    layers: int
-    kv_heads: int
-    head_dim: int
-
-    @property
-    def kv_bytes_per_token(self) -> int:
-        return 2 * self.layers * self.kv_heads * self.head_dim * 2
-
-
-KNOWN_MODELS = {
-    "llama3.2:3b": KnownModel(2048, 28, 8, 128),
-    "llama3.1:8b": KnownModel(4920, 32, 8, 128),
-    "qwen2.5:7b": KnownModel(4690, 28, 4, 128),
-    "mistral:7b": KnownModel(4170, 32, 8, 128),
-}
 
 
 def _env(container: dict[str, Any], name: str) -> str | None:
@@ -105,7 +84,7 @@ def _ram_floor(subject: str, limit_mib: int) -> Verdict | None:
     )  # fmt: skip
 
 
-def lint_ram(pod: PodTemplate, c: dict[str, Any]) -> Verdict | None:
+def lint_ram(pod: PodTemplate, c: dict[str, Any]) -> Verdict | None:  # noqa: PLR0911 (one per verdict)
     limit = ((c.get("resources") or {}).get("limits") or {}).get("memory")
     model_mib = _model_mib(pod, c)
     if limit is None:
@@ -128,13 +107,23 @@ def lint_ram(pod: PodTemplate, c: dict[str, Any]) -> Verdict | None:
             f"({model_mib} MiB): the model is read through the container's memory on its way to "
             "the GPU, so the server is killed for memory (OOMKilled, exit code 137) while "
             "loading. The GPU slice is not the container's RAM.",
-            f"Set resources.limits.memory to at least {model_mib + 1024} MiB "
+            f"Set resources.limits.memory to at least {recommended_ram_limit_mib(model_mib)} MiB "
+            "(the model plus 1 GiB for the server).", **figures,
+        )  # fmt: skip
+    need = recommended_ram_limit_mib(model_mib)
+    if limit_mib < need:
+        return warning(
+            "ram_limit", subject,
+            f"The container's RAM limit ({limit_mib} MiB) holds the {model_mib} MiB model but "
+            f"leaves less than {need - model_mib} MiB for the server itself: it is likely killed "
+            "for memory (OOMKilled, exit code 137) while loading.",
+            f"Set resources.limits.memory to at least {need} MiB "
             "(the model plus 1 GiB for the server).", **figures,
         )  # fmt: skip
     return ok(
         "ram_limit",
         subject,
-        f"RAM limit {limit_mib} MiB holds the {model_mib} MiB model.",
+        f"RAM limit {limit_mib} MiB holds the {model_mib} MiB model and the server.",
         **figures,
     )
 

@@ -286,3 +286,21 @@ def test_the_context_charge_is_the_agents_measured_figure() -> None:
     [unmeasured] = by_check(run_checks(facts(objects)), "context_length")
     assert unmeasured.figures["context_mib"] == 512
     assert "not yet measured on this GPU model" in unmeasured.reason
+
+
+def test_the_manifest_pages_ram_advice_passes_the_ram_lint() -> None:
+    """The page recommended 4 GiB, which pre-flight flags for llama3.1:8b: the page's figures
+    now come from the lint's own source, and each passes (1 MiB less does not)."""
+    import re
+
+    from portal.catalog.llm_models import KNOWN_MODELS, ram_limits_line
+
+    advice = dict(re.findall(r"(\S+) (\d+) MiB", ram_limits_line()))
+    assert set(advice) == set(KNOWN_MODELS)
+    assert advice["llama3.1:8b"] == "5944"
+    for model, limit in advice.items():
+        for mib, level in ((int(limit), Level.OK), (int(limit) - 1, Level.WARNING)):
+            objects = sample(ram_limit=f"{mib}Mi", ram_request="2Gi")
+            objects[1]["spec"]["template"]["metadata"]["annotations"] = {"tranche.dev/model": model}
+            [ram] = by_check(run_checks(facts(objects)), "ram_limit")
+            assert ram.level is level, (model, mib, ram)

@@ -23,11 +23,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--state", type=Path, required=True)
     args = parser.parse_args(argv)
     registry = ociregistry.start(args.state, address=f"127.0.0.1:{args.port}")
-    signal.signal(signal.SIGTERM, lambda *_: registry.stop())
+    stopping = []
+
+    def stop(*_: object) -> None:
+        # Only signal here: waiting in the handler would deadlock with the wait below (Popen).
+        stopping.append(True)
+        registry.process.terminate()
+
+    signal.signal(signal.SIGTERM, stop)
     try:
         for reference in push_samples(registry.host):
             print(f"pushed {reference}", flush=True)
-        return registry.process.wait()
+        code = registry.process.wait()
+        return 0 if stopping else code or 1  # a registry that exits on its own is a crash
     finally:
         if registry.process.poll() is None:
             registry.stop()

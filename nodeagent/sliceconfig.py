@@ -33,6 +33,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from tranche.agent_protocol import UNMEASURED_CONTEXT_FLOOR_BYTES
+
 DEFAULT_PATH = "/etc/tranche/slice.conf"
 DEFAULT_REGION_DIR = "/var/run/tranche/region"
 MAX_DEVICES = 16
@@ -40,7 +42,8 @@ UUID_MAX = 47
 CLAIM_MAX = 63
 # Charged per context when discovery could not measure one: above what a CUDA 12 context
 # holds on current data-centre GPUs (300-500 MiB), so an unmeasured GPU errs on the safe side.
-DEFAULT_CONTEXT_FLOOR_BYTES = 512 << 20
+# One home (tranche/agent_protocol.py): pre-flight's context lint charges the same.
+DEFAULT_CONTEXT_FLOOR_BYTES = UNMEASURED_CONTEXT_FLOOR_BYTES
 _DEVICE_FIELDS = {"uuid", "memory_bytes", "compute_percent", "context_floor_bytes"}
 
 U64_MAX = (1 << 64) - 1

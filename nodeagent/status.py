@@ -211,6 +211,7 @@ class Collector:
                 name=g.name,
                 memory_total_bytes=g.memory_bytes,
                 memory_used_bytes=used_per_gpu.get(g.uuid, 0),
+                **({"context_bytes": g.context_bytes} if g.context_bytes > 0 else {}),
             )
             for g in self.gpus
         ]

@@ -316,6 +316,8 @@ PREFLIGHT_KEY_PREFIX = env_str("TRANCHE_PREFLIGHT_KEY_PREFIX", "") or (
     env_str("TRANCHE_CHANNELS_PREFIX", "tranche") + ":preflight"
 )
 PREFLIGHT_SCAN_IMAGES = env_bool("TRANCHE_PREFLIGHT_SCAN_IMAGES", True)
+# Images the pre-flight page offers to try, with a manifest each (`make run` serves three).
+PREFLIGHT_SAMPLE_IMAGES = env_list("TRANCHE_PREFLIGHT_SAMPLE_IMAGES", [])
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

@@ -104,6 +104,15 @@ class GpuReport(TypedDict):
     name: Annotated[str, Text(253)]
     memory_total_bytes: Annotated[int, Whole()]
     memory_used_bytes: Annotated[int, Whole()]
+    # Device memory one CUDA context took on this GPU model when the agent measured it (the
+    # core's least charge per context); left out when not measured. Pre-flight's context lint
+    # charges it (portal/preflight/gather.py `measured_context_mib`).
+    context_bytes: NotRequired[Annotated[int, Whole()]]
+
+
+# What the core charges per context on a GPU whose context the agent could not measure
+# (nodeagent/sliceconfig.py); pre-flight charges the same until an agent reports a figure.
+UNMEASURED_CONTEXT_FLOOR_BYTES = 512 << 20
 
 
 class PodReport(TypedDict):

@@ -35,7 +35,36 @@ def _env() -> dict[str, str]:
     env.setdefault("TRANCHE_DEBUG", "1")
     env.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
     env["PYTHONPATH"] = str(REPO)
+    env.update(sample_registry_env(env))
     return env
+
+
+def sample_registry(env: dict[str, str] | None = None) -> str:
+    """host:port of the registry serving pre-flight's sample images: loopback, port
+    TRANCHE_SAMPLE_REGISTRY_PORT, else the portal's port + 5 (so each worktree has its own)."""
+    env = os.environ if env is None else env
+    port = env.get("TRANCHE_SAMPLE_REGISTRY_PORT") or str(int(env.get("TRANCHE_PORT", "8000")) + 5)
+    return f"127.0.0.1:{port}"
+
+
+def sample_registry_env(env: dict[str, str]) -> dict[str, str]:
+    """Pre-flight may read the sample registry (plain HTTP, loopback: exactly that host:port,
+    added to what the operator lists) and the pre-flight page names its images as examples."""
+    from deploy.ociregistry.samples import SAMPLES
+
+    host = sample_registry(env)
+
+    def listed(name: str) -> str:
+        items = [x for x in env.get(name, "").split(",") if x.strip()]
+        return ",".join(items if host in items else [*items, host])
+
+    return {
+        "TRANCHE_PREFLIGHT_PLAIN_HTTP_REGISTRIES": listed(
+            "TRANCHE_PREFLIGHT_PLAIN_HTTP_REGISTRIES"
+        ),
+        "TRANCHE_PREFLIGHT_ALLOWED_REGISTRIES": listed("TRANCHE_PREFLIGHT_ALLOWED_REGISTRIES"),
+        "TRANCHE_PREFLIGHT_SAMPLE_IMAGES": ",".join(s.reference(host) for s in SAMPLES),
+    }
 
 
 # Database connections each process's pool may hold (TRANCHE_DB_POOL_MAX_SIZE; the formula is in
@@ -122,6 +151,15 @@ def processes() -> dict[str, list[str]]:
     }
 
 
+def samples_argv(state: Path) -> list[str]:
+    """The sample registry of pre-flight's page (deploy/ociregistry/samples.py): `make run`
+    only, not a platform process (tests that start the platform need no samples)."""
+    return [
+        sys.executable, "-m", "deploy.ociregistry", "samples",
+        "--port", sample_registry().rsplit(":", 1)[1], "--state", str(state / "samples"),
+    ]  # fmt: skip
+
+
 def _manage(*args: str) -> str:
     res = subprocess.run(
         [sys.executable, str(REPO / "manage.py"), *args],
@@ -176,6 +214,7 @@ def run() -> None:
     spec_path, status_path, pidfile = _paths()
     running = supervisor.read_status(status_path) if supervisor.read_pid(pidfile) else {}
     spec = {name: {"argv": argv, "env": role_env(name)} for name, argv in processes().items()}
+    spec["samples"] = {"argv": samples_argv(state), "env": {}}
     demo = agents.commands(state, _env(), _port(), skip=set(running), real_nodes=True)
     for name, argv in demo.items():
         spec[name] = {"argv": argv, "env": {}}
@@ -192,11 +231,25 @@ def run() -> None:
     if not supervisor.wait_until(lambda: _portal_healthy(url), 60, 0.25):
         raise PlatformError(f"the portal did not answer {url}/healthz; see {state}/logs/portal.log")
     print(f"database connections: at most {pool_total()} (pools of each supervised process)")
+    print(_samples_line())
     print(f"\nTranche portal: {url}/   (readiness: {url}/readyz, admin: {url}/admin/)")
     print(f"Tenants' kubeconfig: {url}/access/   (log in as a tenant, 'Download kubeconfig')")
     for line in _real_nodes():
         print(line)
     print("Stop everything with: make stop")
+
+
+def _samples_line() -> str:
+    from deploy.ociregistry.samples import SAMPLES, served
+
+    host = sample_registry()
+    if not supervisor.wait_until(lambda: served(host), 60, 0.25):
+        state = services.layout().state
+        raise PlatformError(
+            f"the sample registry {host} did not serve; see {state}/logs/samples.log"
+        )
+    names = ", ".join(s.name for s in SAMPLES)
+    return f"pre-flight sample images on {host}/samples/ ({names}); the pre-flight page names them"
 
 
 def _real_nodes() -> list[str]:

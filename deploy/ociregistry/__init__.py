@@ -1,4 +1,5 @@
-"""A real OCI registry on loopback for tests: go-containerregistry's, built from the Go proxy.
+"""A real OCI registry on loopback, go-containerregistry's, built from the Go proxy: for the
+pre-flight tests and for `make run`'s sample images (`samples.py`, `__main__.py`).
 
 `ensure_built()` builds `go/` into `~/.cache/tranche/ociregistry-<hash>/registry` once (the same
 lock and go environment as the control-plane build); `start()` runs it on 127.0.0.1 with a free
@@ -53,15 +54,17 @@ class Registry:
         self.process.wait(timeout=10)
 
 
-def start(state_dir: Path, timeout: float = 30) -> Registry:
-    """Run the registry on a free loopback port; returns once the port is known."""
+def start(state_dir: Path, timeout: float = 30, address: str = "127.0.0.1:0") -> Registry:
+    """Run the registry on `address` (a free loopback port by default); returns once it listens."""
     binary = ensure_built()
     state_dir.mkdir(parents=True, exist_ok=True)
     port_file = state_dir / "registry.port"
     port_file.unlink(missing_ok=True)
     log = (state_dir / "registry.log").open("ab")
     proc = subprocess.Popen(
-        [str(binary), "-port-file", str(port_file)], stdout=log, stderr=subprocess.STDOUT
+        [str(binary), "-addr", address, "-port-file", str(port_file)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     deadline = time.monotonic() + timeout
     while not port_file.exists():

@@ -40,3 +40,16 @@ def silent_nodes_line(cutoff: datetime) -> str:
         ).values_list("node_name", flat=True)
     )
     return "node agents silent: " + ", ".join(nodes) if nodes else ""
+
+
+def measured_context_bytes() -> dict[str, int]:
+    """GPU model name -> device memory one CUDA context took on it, as node agents measured it
+    (the most any live agent reported: the core charges each its own node's figure)."""
+    out: dict[str, int] = {}
+    for gpus in NodeToken.objects.filter(revoked_at__isnull=True).values_list("gpus", flat=True):
+        for gpu in gpus if isinstance(gpus, list) else []:
+            measured = gpu.get("context_bytes") if isinstance(gpu, dict) else None
+            if isinstance(measured, int) and measured > 0:
+                name = str(gpu.get("name", ""))
+                out[name] = max(out.get(name, 0), measured)
+    return out

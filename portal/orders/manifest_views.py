@@ -8,6 +8,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from portal.catalog import manifests
+from portal.catalog.llm_models import ram_limits_line
 from portal.catalog.models import Product
 from portal.catalog.selectors import find_product
 from portal.orders.selectors import current_quantity
@@ -53,6 +54,7 @@ def manifest(request: HttpRequest, project_id: int, product_id: int) -> HttpResp
         "template_yaml": template,
         "deployment_yaml": deployment,
         "entitled": current_quantity(project, product),
+        "ram_limits": ram_limits_line(),
         **nav_context(request, project),
     }
     return render(request, "catalog/manifest.html", context)

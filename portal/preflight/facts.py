@@ -19,6 +19,9 @@ class ProductFacts:
     compute_capability: str
     memory_mib: int
     compute_percent: int
+    # One CUDA context's device memory on this GPU model as node agents measured it; None
+    # until one reports it (the lint then charges what the core charges an unmeasured GPU).
+    context_mib: int | None = None
 
 
 @dataclass(frozen=True)

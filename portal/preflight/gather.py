@@ -3,7 +3,8 @@
 Reads use the platform's client; the dry runs act as the tenant (`kube.tenant_identity`), so RBAC,
 the admission policies, Pod Security and quota answer exactly as they would for `kubectl apply`.
 Every object is dry-run by server-side apply (works for new and existing objects alike) into the
-project's namespace, whatever namespace the manifest names.
+project's namespace, whatever namespace the manifest names; one that client-side `kubectl apply`
+applied last gets kubectl's own patch instead (`clientapply.py`), as `--dry-run=server` would.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from decimal import Decimal
 from typing import Any
 from urllib.parse import quote
 
+from portal.preflight import clientapply
 from portal.preflight.facts import AdmissionResult, CapacityFacts, ProductFacts, QuotaFacts
 from portal.preflight.kube import ClusterUnavailableError, Identity, Response, request
 from portal.preflight.manifest import ManifestError, describe, parse_quantity
@@ -108,11 +110,14 @@ def dry_run(api: Any, namespace: str, obj: dict[str, Any], identity: Identity) -
         + (f"/namespaces/{namespace}" if namespaced else "")
         + f"/{quote(plural, safe='')}/{quote(str(obj['metadata']['name']), safe=':@')}"
     )
-    query = [("dryRun", "All"), ("fieldManager", FIELD_MANAGER), ("force", "true")]
-    resp = request(
-        api, "PATCH", path, query=query, body=json.dumps(body, default=str), identity=identity,
-        content_type="application/apply-patch+yaml",
-    )  # fmt: skip
+    # As kubectl would: its client-side apply's patch for an object it applied so (#32).
+    resp = clientapply.dry_run_as_kubectl(api, path, body, identity)
+    if resp is None:
+        query = [("dryRun", "All"), ("fieldManager", FIELD_MANAGER), ("force", "true")]
+        resp = request(
+            api, "PATCH", path, query=query, body=json.dumps(body, default=str),
+            identity=identity, content_type="application/apply-patch+yaml",
+        )  # fmt: skip
     if resp.status < 400:
         return AdmissionResult(subject, True, resp.status, warnings=resp.warnings)
     return AdmissionResult(

@@ -14,7 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from portal.preflight.facts import Facts
+from portal.catalog.llm_models import KNOWN_MODELS, recommended_ram_limit_mib
+from portal.preflight.facts import Facts, ProductFacts
 from portal.preflight.manifest import (
     ManifestError,
     PodTemplate,
@@ -24,33 +25,11 @@ from portal.preflight.manifest import (
     pod_templates,
 )
 from portal.preflight.verdicts import Verdict, ok, warning
+from tranche.agent_protocol import UNMEASURED_CONTEXT_FLOOR_BYTES
 
 ANNOTATION_MODEL = "tranche.dev/model"
 ANNOTATION_MODEL_SIZE = "tranche.dev/model-size"
-CUDA_CONTEXT_MIB = 512  # the CUDA context and runtime's own allocations on the slice
 OLLAMA_DEFAULT_CONTEXT = 4096
-
-
-@dataclass(frozen=True)
-class KnownModel:
-    """Weights as shipped (Q4 for Ollama tags) and the shape that sizes its KV cache."""
-
-    weights_mib: int
-    layers: int
-    kv_heads: int
-    head_dim: int
-
-    @property
-    def kv_bytes_per_token(self) -> int:
-        return 2 * self.layers * self.kv_heads * self.head_dim * 2
-
-
-KNOWN_MODELS = {
-    "llama3.2:3b": KnownModel(2048, 28, 8, 128),
-    "llama3.1:8b": KnownModel(4920, 32, 8, 128),
-    "qwen2.5:7b": KnownModel(4690, 28, 4, 128),
-    "mistral:7b": KnownModel(4170, 32, 8, 128),
-}
 
 
 def _env(container: dict[str, Any], name: str) -> str | None:
@@ -105,7 +84,7 @@ def _ram_floor(subject: str, limit_mib: int) -> Verdict | None:
     )  # fmt: skip
 
 
-def lint_ram(pod: PodTemplate, c: dict[str, Any]) -> Verdict | None:
+def lint_ram(pod: PodTemplate, c: dict[str, Any]) -> Verdict | None:  # noqa: PLR0911 (one per verdict)
     limit = ((c.get("resources") or {}).get("limits") or {}).get("memory")
     model_mib = _model_mib(pod, c)
     if limit is None:
@@ -128,13 +107,23 @@ def lint_ram(pod: PodTemplate, c: dict[str, Any]) -> Verdict | None:
             f"({model_mib} MiB): the model is read through the container's memory on its way to "
             "the GPU, so the server is killed for memory (OOMKilled, exit code 137) while "
             "loading. The GPU slice is not the container's RAM.",
-            f"Set resources.limits.memory to at least {model_mib + 1024} MiB "
+            f"Set resources.limits.memory to at least {recommended_ram_limit_mib(model_mib)} MiB "
+            "(the model plus 1 GiB for the server).", **figures,
+        )  # fmt: skip
+    need = recommended_ram_limit_mib(model_mib)
+    if limit_mib < need:
+        return warning(
+            "ram_limit", subject,
+            f"The container's RAM limit ({limit_mib} MiB) holds the {model_mib} MiB model but "
+            f"leaves less than {need - model_mib} MiB for the server itself: it is likely killed "
+            "for memory (OOMKilled, exit code 137) while loading.",
+            f"Set resources.limits.memory to at least {need} MiB "
             "(the model plus 1 GiB for the server).", **figures,
         )  # fmt: skip
     return ok(
         "ram_limit",
         subject,
-        f"RAM limit {limit_mib} MiB holds the {model_mib} MiB model.",
+        f"RAM limit {limit_mib} MiB holds the {model_mib} MiB model and the server.",
         **figures,
     )
 
@@ -149,7 +138,18 @@ def _context(c: dict[str, Any]) -> tuple[str, int | None]:
     return "", None
 
 
-def lint_context(pod: PodTemplate, c: dict[str, Any], slice_mib: int | None) -> Verdict | None:
+def context_charge(product: ProductFacts) -> tuple[int, str]:
+    """MiB one CUDA context takes on the product's GPU, and where the figure comes from: the
+    node agents' measurement of that model, else what the core charges an unmeasured GPU."""
+    if product.context_mib:
+        return product.context_mib, f"as node agents measured on a {product.gpu_name}"
+    unmeasured = UNMEASURED_CONTEXT_FLOOR_BYTES // 2**20
+    return unmeasured, "not yet measured on this GPU model: what the core charges then"
+
+
+def lint_context(
+    pod: PodTemplate, c: dict[str, Any], product: ProductFacts | None
+) -> Verdict | None:
     source, tokens = _context(c)
     subject = f"{pod.owner} container {c.get('name')}"
     image = str(c.get("image", ""))
@@ -163,24 +163,24 @@ def lint_context(pod: PodTemplate, c: dict[str, Any], slice_mib: int | None) -> 
             context_tokens=OLLAMA_DEFAULT_CONTEXT,
         )  # fmt: skip
     known = KNOWN_MODELS.get(_model(pod, c))
-    if tokens is None or known is None or slice_mib is None:
+    if tokens is None or known is None or product is None:
         return None
+    slice_mib = product.memory_mib
+    context_mib, context_from = context_charge(product)
     weights = _model_mib(pod, c) or known.weights_mib
     kv_mib = known.kv_bytes_per_token * tokens / 2**20
-    need = weights + kv_mib + CUDA_CONTEXT_MIB
-    fit_tokens = int(
-        max(0, slice_mib - weights - CUDA_CONTEXT_MIB) * 2**20 // known.kv_bytes_per_token
-    )
+    need = weights + kv_mib + context_mib
+    fit_tokens = int(max(0, slice_mib - weights - context_mib) * 2**20 // known.kv_bytes_per_token)
     formula = (
         f"KV cache = 2 x {known.layers} layers x {known.kv_heads} KV heads x {known.head_dim} "
         f"head dim x 2 bytes x {tokens} tokens = {kv_mib:.0f} MiB; {weights} MiB weights + "
-        f"{kv_mib:.0f} MiB KV + {CUDA_CONTEXT_MIB} MiB CUDA context = {need:.0f} MiB of a "
-        f"{slice_mib} MiB slice"
+        f"{kv_mib:.0f} MiB KV + {context_mib} MiB CUDA context ({context_from}) = "
+        f"{need:.0f} MiB of a {slice_mib} MiB slice"
     )
     figures = {
         "context_tokens": tokens, "kv_cache_mib": round(kv_mib), "weights_mib": weights,
-        "needed_mib": round(need), "slice_mib": slice_mib, "fits_tokens": fit_tokens,
-        "formula": formula,
+        "context_mib": context_mib, "needed_mib": round(need), "slice_mib": slice_mib,
+        "fits_tokens": fit_tokens, "formula": formula,
     }  # fmt: skip
     if need > slice_mib:
         return warning(
@@ -192,17 +192,72 @@ def lint_context(pod: PodTemplate, c: dict[str, Any], slice_mib: int | None) -> 
     return ok("context_length", subject, f"Fits: {formula}.", **figures)
 
 
-def _slice_mib(facts: Facts, pod: PodTemplate) -> int | None:
+def _product(facts: Facts, pod: PodTemplate) -> ProductFacts | None:
     for ref in pod.spec.get("resourceClaims") or []:
         product = facts.products.get(str(ref.get("resourceClaimTemplateName") or ""))
         if product:
-            return product.memory_mib
+            return product
     return None
+
+
+def _run_as_user(pod: PodTemplate, c: dict[str, Any]) -> int | None:
+    """The uid the container runs as: its own securityContext, else the pod's (None: the
+    image's USER, root for the servers' images)."""
+    for context in (c.get("securityContext"), pod.spec.get("securityContext")):
+        uid = (context or {}).get("runAsUser") if isinstance(context, dict) else None
+        if isinstance(uid, int) and not isinstance(uid, bool):
+            return uid
+    return None
+
+
+# Where each server keeps its models: the variable that names the directory, else this path
+# under $HOME (Ollama: envconfig.Models(); Hugging Face: HF_HOME, else ~/.cache/huggingface).
+MODEL_DIRS = {
+    "ollama": ("OLLAMA_MODELS", ".ollama/models"),
+    "vllm": ("HF_HOME", ".cache/huggingface"),
+}
+
+
+@dataclass(frozen=True)
+class ModelDir:
+    path: str | None  # None: it depends on the image's /etc/passwd, which pre-flight cannot know
+    how: str  # how it was resolved, in the tenant's words
+
+
+def model_directory(pod: PodTemplate, c: dict[str, Any]) -> ModelDir | None:
+    """The model directory as the server resolves it: OLLAMA_MODELS (HF_HOME), else $HOME's
+    default path, HOME being the container's variable, else the home of the uid it runs as:
+    /root for root; for another uid the image's /etc/passwd entry, or / when there is none
+    (runc's fallback), so never /root. None when the image is not a known model server."""
+    image = str(c.get("image", ""))
+    server = next((name for name in MODEL_DIRS if name in image), None)
+    variables = [name for name, _ in MODEL_DIRS.values()]
+    if (named := next((v for v in variables if _env(c, v)), None)) is not None:
+        return ModelDir(_env(c, named), f"{named} names it")
+    if server is None:
+        return None
+    variable, under_home = MODEL_DIRS[server]
+    home = _env(c, "HOME")
+    if home:
+        return ModelDir(f"{home.rstrip('/')}/{under_home}", f"{variable} is not set; HOME={home}")
+    uid = _run_as_user(pod, c)
+    if uid in (None, 0):
+        return ModelDir(f"/root/{under_home}", f"{variable} and HOME are not set; root's home")
+    return ModelDir(
+        None,
+        f"{variable} and HOME are not set and it runs as uid {uid}: the server keeps models in "
+        f"$HOME/{under_home}, HOME being uid {uid}'s home in the image's /etc/passwd, or / when "
+        "it has none (never /root)",
+    )
+
+
+def _mounted(path: str, mount: str) -> bool:
+    mount = mount.rstrip("/") or "/"
+    return path == mount or path.startswith(mount if mount == "/" else mount + "/")
 
 
 def lint_volume(facts: Facts, pod: PodTemplate) -> list[Verdict]:
     out = []
-    model_env = ("OLLAMA_MODELS", "HF_HOME")
     claims = {
         v.get("name"): (v.get("persistentVolumeClaim") or {}).get("claimName")
         for v in pod.spec.get("volumes") or []
@@ -212,29 +267,39 @@ def lint_volume(facts: Facts, pod: PodTemplate) -> list[Verdict]:
         o["metadata"]["name"] for o in facts.objects if o["kind"] == "PersistentVolumeClaim"
     }
     for c in containers(pod):
-        path = next((p for n in model_env if (p := _env(c, n))), None)
-        image = str(c.get("image", ""))
-        if path is None:
-            # where the servers keep models when nothing says otherwise
-            defaults = {"ollama": "/root/.ollama/models", "vllm": "/root/.cache/huggingface"}
-            path = next((d for name, d in defaults.items() if name in image), None)
-        if path is None:
+        found = model_directory(pod, c)
+        if found is None:
             continue
-        mounts = [m for m in c.get("volumeMounts") or [] if isinstance(m, dict)]
-        mount = next((m for m in mounts if path.startswith(str(m.get("mountPath", "\0")))), None)
-        claim = claims.get(mount.get("name")) if mount else None
         subject = f"{pod.owner} container {c.get('name')}"
+        if found.path is None:
+            out.append(warning(
+                "model_volume", subject,
+                f"Pre-flight cannot tell where the models go: {found.how}. If that is not on a "
+                "persistent volume, every restart downloads the model again.",
+                "Set OLLAMA_MODELS (or HF_HOME) to a path on a mounted PersistentVolumeClaim, "
+                "or HOME to the volume's mount path.",
+            ))  # fmt: skip
+            continue
+        path = found.path
+        mounts = [m for m in c.get("volumeMounts") or [] if isinstance(m, dict)]
+        mount = max(
+            (m for m in mounts if _mounted(path, str(m.get("mountPath", "\0")))),
+            key=lambda m: len(str(m.get("mountPath", ""))), default=None,
+        )  # fmt: skip
+        claim = claims.get(mount.get("name")) if mount else None
         if not claim:
             out.append(warning(
                 "model_volume", subject,
-                f"The model directory {path} is not on a persistent volume: every restart, "
-                "even for an environment change, downloads the model again.",
+                f"The model directory {path} ({found.how}) is not on a persistent volume: every "
+                "restart, even for an environment change, downloads the model again.",
                 f"Mount a PersistentVolumeClaim at {path} (the sample manifest does).",
             ))  # fmt: skip
             continue
         phase = facts.volume_claims.get(claim, "")
         if phase == "Bound" or (not phase and claim in in_manifest):
-            out.append(ok("model_volume", subject, f"Models in {path} live on claim {claim}."))
+            out.append(ok(
+                "model_volume", subject, f"Models in {path} ({found.how}) live on claim {claim}."
+            ))  # fmt: skip
         else:
             out.append(warning(
                 "model_volume", subject,
@@ -263,9 +328,9 @@ def lint_tag(pod: PodTemplate, c: dict[str, Any]) -> Verdict | None:
 def run_lints(facts: Facts) -> list[Verdict]:
     out: list[Verdict] = []
     for pod in pod_templates(facts.objects):
-        slice_mib = _slice_mib(facts, pod)
+        product = _product(facts, pod)
         for c in containers(pod):
-            for found in (lint_tag(pod, c), lint_ram(pod, c), lint_context(pod, c, slice_mib)):
+            for found in (lint_tag(pod, c), lint_ram(pod, c), lint_context(pod, c, product)):
                 if found is not None:
                     out.append(found)
         out += lint_volume(facts, pod)

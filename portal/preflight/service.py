@@ -20,6 +20,7 @@ from django.conf import settings
 from django.db import connections
 
 from portal.access import cluster
+from portal.agents.selectors import measured_context_bytes
 from portal.catalog.models import Product
 from portal.preflight import checks, gather, kube, limits, tasks
 from portal.preflight.facts import Facts, ImageFacts, ProductFacts
@@ -43,6 +44,7 @@ class Report:
 
 
 def product_facts() -> dict[str, ProductFacts]:
+    measured = measured_context_bytes()
     return {
         p.device_class: ProductFacts(
             p.device_class,
@@ -51,6 +53,7 @@ def product_facts() -> dict[str, ProductFacts]:
             p.gpu_model.compute_capability,
             p.memory_mib,
             p.compute_percent,
+            measured[p.gpu_model.name] // 2**20 if p.gpu_model.name in measured else None,
         )
         for p in Product.objects.select_related("gpu_model")
     }

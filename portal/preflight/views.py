@@ -21,6 +21,7 @@ from django.views.decorators.http import require_POST
 from portal.preflight import tokens
 from portal.preflight.limits import BusyError
 from portal.preflight.manifest import MAX_MANIFEST_BYTES
+from portal.preflight.samples import sample_images
 from portal.preflight.service import Report, run_preflight
 from portal.preflight.verdicts import will_fail
 from portal.tenants.context import nav_context
@@ -67,6 +68,7 @@ def preflight_page(request: HttpRequest, project_id: int) -> HttpResponse:
         "report": report,
         "busy": busy,
         "max_mib": MAX_MANIFEST_BYTES // 1024 // 1024,
+        "samples": sample_images(),
         **nav_context(request, project),
     }
     return render(request, "preflight/preflight.html", context)

@@ -7,6 +7,13 @@ import shutil
 
 import pytest
 
+# A tenant reconciled on the real control plane, for the browser tests of real workloads.
+from tests.cluster.controller.conftest import (  # noqa: F401  (fixtures)
+    controller_settings,
+    make_tenant,
+    tenant,
+)
+
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
     "--no-sandbox",

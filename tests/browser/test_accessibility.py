@@ -1,9 +1,9 @@
 """axe-core (vendored from npm, tests/helpers/axe.py) on every tenant page in chromium against a
 real daphne: sign-up, catalogue, order confirmation, quota (with its CPU/RAM banner), manifest,
 cluster access and its revoke confirmation, live status (rows, gauges, charts, warnings),
-pre-flight, billing, organization and project deletion, and an invitation: no serious or
-critical violation. Each page's screenshot is kept under the test's tmp dir; the header is
-checked to fit one line at 1,280 px."""
+pre-flight (with `make run`'s sample images), billing, organization and project deletion, and
+an invitation: no serious or critical violation. Each page's screenshot is kept under the
+test's tmp dir; the header is checked to fit one line at 1,280 px."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from django.db import connection
 from django.test import Client
 from playwright.sync_api import expect
 
+from deploy.ociregistry.samples import SAMPLES
 from portal.agents import history
 from portal.agents.models import NodeToken, PodSliceStatus
 from portal.status.models import PodState
@@ -63,8 +64,11 @@ def _live_data(world) -> None:
 
 
 def test_every_tenant_page_has_no_serious_accessibility_violation(
-    browser, transactional_db, tmp_path
+    browser, transactional_db, tmp_path, monkeypatch
 ):
+    # The pre-flight page as `make run` serves it: with its sample images and their manifests.
+    samples = ",".join(f"127.0.0.1:8005/samples/{s.name}:1" for s in SAMPLES)
+    monkeypatch.setenv("TRANCHE_PREFLIGHT_SAMPLE_IMAGES", samples)
     world = make_world()
     project, org = world.project_a, world.org_a
     product = world.products["tranche-v100-8g"]
@@ -114,6 +118,9 @@ def test_every_tenant_page_has_no_serious_accessibility_violation(
                         2
                     )
                     page.locator("#cluster-pods details summary").first.click()
+                if name == "preflight":
+                    page.locator(".preflight-samples summary").first.click()
+                    expect(page.locator(".sample-manifest").first).to_be_visible()
                 found[name] = axe_violations(page)
                 page.screenshot(path=str(tmp_path / f"{name}.png"), full_page=True)
                 # the header fits one line at 1,280 px: every item on the same row

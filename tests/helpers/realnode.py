@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,9 +59,10 @@ class RealNode:
         return f"--- agent of {self.name} ---\n" + "\n".join(text.splitlines()[-lines:])
 
 
-@pytest.fixture(scope="session")
-def real_node(kube_cluster) -> Iterator[RealNode]:
-    """Node 0 of the local cluster with its agent running (session-wide)."""
+@contextmanager
+def agent_on_real_node(kube_cluster, *extra: str) -> Iterator[RealNode]:
+    """Node 0's agent (with `extra` arguments, e.g. a portal stream) for as long as the block
+    runs; its slices are dropped and the node takes other pods again afterwards."""
     if os.environ.get("KUBECONFIG"):
         pytest.skip("real nodes belong to the local dev cluster (KUBECONFIG names another)")
     settings = load_settings()
@@ -78,7 +80,7 @@ def real_node(kube_cluster) -> Iterator[RealNode]:
              "--no-kubelet-lite", "--sim-gpus", "4", "--core-lib", str(CORE_LIBRARY),
              "--kubeconfig", str(kube_cluster.kubeconfig), "--state-dir", str(paths.agent_dir),
              "--kubelet-dir", str(paths.kubelet_dir), "--cdi-dir", str(paths.cdi_dir),
-             "--interval", "0.5"],
+             "--interval", "0.5", *extra],
             cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO)),
             stdout=out, stderr=subprocess.STDOUT,
         )  # fmt: skip
@@ -101,6 +103,13 @@ def real_node(kube_cluster) -> Iterator[RealNode]:
         # No agent serves these GPUs any more: drop them, then let the node take pods again.
         _delete_slices(kube_cluster.api_client, paths.name)
         _set_taint(core, paths.name, on=False)
+
+
+@pytest.fixture(scope="session")
+def real_node(kube_cluster) -> Iterator[RealNode]:
+    """Node 0 of the local cluster with its agent running (session-wide)."""
+    with agent_on_real_node(kube_cluster) as node:
+        yield node
 
 
 def run_pod(

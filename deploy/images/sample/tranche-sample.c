@@ -3,7 +3,9 @@
  * libcuda.so.1 and libnvidia-ml.so.1, which the node's CDI spec provides (the image has none).
  *
  *   tranche-sample            nvidia-smi's name and memory, then allocate SAMPLE_ALLOC_MIB
- *                             (default 1024) in 1 GiB steps, then a compute loop
+ *                             (default 1024) in 1 GiB steps, SAMPLE_ALLOC_STEP_MS apart
+ *                             (default 0: a job that grows, as a live page shows it), then
+ *                             a compute loop
  *   tranche-sample gpus       nvidia-smi -L, then a context on each index 0..7
  *   tranche-sample unshare    unshare(CLONE_NEWUSER | CLONE_NEWNS), as `unshare -Urm` does
  *   tranche-sample core       is the interception core loaded, here and after execve with
@@ -65,6 +67,8 @@ static int check(void) {
     run(smi);
     const char *env = getenv("SAMPLE_ALLOC_MIB");
     uint64_t target = (env ? strtoull(env, NULL, 10) : 1024) << 20, held = 0, step = 1ull << 30;
+    const char *pause = getenv("SAMPLE_ALLOC_STEP_MS");
+    long pause_ms = pause ? strtol(pause, NULL, 10) : 0;
     CUdevice dev;
     CUcontext ctx;
     CUresult r = cuInit(0);
@@ -80,6 +84,10 @@ static int check(void) {
         fflush(stdout);
         if (r != 0) break; /* keep what we have and compute with it, as a real job would */
         held += size;
+        if (pause_ms > 0 && held < target) {
+            struct timespec p = {pause_ms / 1000, (pause_ms % 1000) * 1000000L};
+            nanosleep(&p, NULL);
+        }
     }
     CUmodule mod;
     CUfunction fn;

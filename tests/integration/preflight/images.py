@@ -1,25 +1,23 @@
 """Real test images for pre-flight: CUDA libraries from PyPI wheels, packed into OCI images.
 
 `cuda_library(flavour)` downloads the wheel once with pip into ~/.cache/tranche/preflight and keeps
-only `libcurand.so.10` (the wheel is deleted). `push_image()` packs files into one gzip layer and
-pushes config, layer and manifest to a registry through the distribution API, exactly as a
-client would; packed layers are cached by content so a rerun does not compress 100+ MB again.
+only `libcurand.so.10` (the wheel is deleted). `packed_layer()` packs files into one gzip layer,
+cached by content so a rerun does not compress 100+ MB again; `push_image()`
+(deploy/ociregistry/push.py, shared with `make run`'s samples) pushes config, layers and
+manifest through the distribution API, exactly as a client would.
 """
 
 from __future__ import annotations
 
-import gzip
 import hashlib
-import io
-import json
 import subprocess
 import sys
-import tarfile
 import zipfile
-import zlib
 from pathlib import Path
 
-import urllib3
+from deploy.ociregistry.push import diff_id, push_image, tar_layer
+
+__all__ = ["CACHE", "LIB_PATH", "cuda_library", "diff_id", "packed_layer", "push_image"]
 
 CACHE = Path.home() / ".cache" / "tranche" / "preflight"
 # flavour -> (pip requirement, path of the library inside the wheel)
@@ -55,20 +53,6 @@ def cuda_library(flavour: str) -> Path:
     return target
 
 
-def _sha(data: bytes) -> str:
-    return "sha256:" + hashlib.sha256(data).hexdigest()
-
-
-def diff_id(layer: bytes) -> str:
-    """The digest of the uncompressed layer, streamed (a test bomb inflates to gigabytes)."""
-    digest = hashlib.sha256()
-    inflate = zlib.decompressobj(31)
-    for start in range(0, len(layer), 1 << 16):
-        digest.update(inflate.decompress(layer[start : start + (1 << 16)]))
-    digest.update(inflate.flush())
-    return "sha256:" + digest.hexdigest()
-
-
 def packed_layer(files: dict[str, Path | bytes]) -> bytes:
     """A gzip tar layer of `files` (path in image -> content), cached by content."""
     key = hashlib.sha256()
@@ -78,65 +62,7 @@ def packed_layer(files: dict[str, Path | bytes]) -> bytes:
     cached = CACHE / "layers" / f"{key.hexdigest()[:24]}.tar.gz"
     if cached.is_file():
         return cached.read_bytes()
-    raw = io.BytesIO()
-    with tarfile.open(fileobj=raw, mode="w") as tar:
-        for path, content in sorted(files.items()):
-            data = content if isinstance(content, bytes) else content.read_bytes()
-            info = tarfile.TarInfo(path)
-            info.size = len(data)
-            info.mode = 0o755
-            tar.addfile(info, io.BytesIO(data))
-    layer = gzip.compress(raw.getvalue(), compresslevel=1, mtime=0)
+    layer = tar_layer({p: c if isinstance(c, bytes) else c.read_bytes() for p, c in files.items()})
     cached.parent.mkdir(parents=True, exist_ok=True)
     cached.write_bytes(layer)
     return layer
-
-
-def push_blob(http: urllib3.PoolManager, base: str, data: bytes) -> str:
-    digest = _sha(data)
-    start = http.request("POST", f"{base}/blobs/uploads/")
-    assert start.status == 202, start.status
-    location = start.headers["Location"]
-    if location.startswith("/"):
-        location = base.split("/v2/", maxsplit=1)[0] + location
-    sep = "&" if "?" in location else "?"
-    put = http.request(
-        "PUT", f"{location}{sep}digest={digest}", body=data,
-        headers={"Content-Type": "application/octet-stream"},
-    )  # fmt: skip
-    assert put.status == 201, (put.status, put.data[:200])
-    return digest
-
-
-def push_image(host: str, repository: str, tag: str, layers: list[bytes]) -> str:
-    """Push an OCI image of `layers` (gzip tars) as host/repository:tag; returns its reference."""
-    http = urllib3.PoolManager(timeout=60)
-    base = f"http://{host}/v2/{repository}"
-    config = json.dumps({
-        "architecture": "amd64", "os": "linux",
-        "rootfs": {"type": "layers", "diff_ids": [diff_id(x) for x in layers]},
-    }).encode()  # fmt: skip
-    manifest = {
-        "schemaVersion": 2,
-        "mediaType": "application/vnd.oci.image.manifest.v1+json",
-        "config": {
-            "mediaType": "application/vnd.oci.image.config.v1+json",
-            "digest": push_blob(http, base, config),
-            "size": len(config),
-        },
-        "layers": [
-            {
-                "mediaType": "application/vnd.oci.image.layer.v1.tar+gzip",
-                "digest": push_blob(http, base, layer),
-                "size": len(layer),
-            }
-            for layer in layers
-        ],
-    }
-    body = json.dumps(manifest).encode()
-    put = http.request(
-        "PUT", f"{base}/manifests/{tag}", body=body,
-        headers={"Content-Type": manifest["mediaType"]},
-    )  # fmt: skip
-    assert put.status == 201, (put.status, put.data[:200])
-    return f"{host}/{repository}:{tag}"

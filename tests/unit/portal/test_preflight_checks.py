@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import yaml
 
@@ -206,3 +208,99 @@ def test_bad_manifests_are_clear_errors(text, words) -> None:
 def test_multi_document_yaml_is_read_in_order() -> None:
     objects = parse_manifest(yaml.safe_dump_all(sample()))
     assert [o["kind"] for o in objects] == ["PersistentVolumeClaim", "Deployment"]
+
+
+def ollama_pod(env: dict[str, str], mount: str, uid: int | None) -> list[dict]:
+    """The sample Deployment changed to `env`, the models volume at `mount`, running as `uid`."""
+    objects = sample()
+    pod = objects[1]["spec"]["template"]["spec"]
+    if uid is None:
+        pod.pop("securityContext")
+    else:
+        pod["securityContext"]["runAsUser"] = uid
+    c = pod["containers"][0]
+    c["env"] = [{"name": k, "value": v} for k, v in env.items()]
+    c["volumeMounts"] = [{"name": "models", "mountPath": mount}]
+    return objects
+
+
+@pytest.mark.parametrize(
+    ("env", "mount", "uid", "level", "words"),
+    [
+        # uid 1000 with HOME on the volume: Ollama keeps models in $HOME/.ollama/models (it
+        # was a false "not on a volume" warning, the lint looked for /root/.ollama only)
+        ({"HOME": "/models"}, "/models", 1000, Level.OK,
+         "Models in /models/.ollama/models (OLLAMA_MODELS is not set; HOME=/models)"),
+        # a volume at /root/.ollama for uid 1000: not where Ollama looks (it was a false OK)
+        ({}, "/root/.ollama", 1000, Level.WARNING,
+         "runs as uid 1000: the server keeps models in $HOME/.ollama/models"),
+        ({"HOME": "/home/app"}, "/root/.ollama", 1000, Level.WARNING,
+         "The model directory /home/app/.ollama/models (OLLAMA_MODELS is not set; "
+         "HOME=/home/app) is not on a persistent volume"),
+        # OLLAMA_MODELS decides, whatever HOME and the uid say
+        ({"OLLAMA_MODELS": "/data/m", "HOME": "/models"}, "/data", 1000, Level.OK,
+         "Models in /data/m (OLLAMA_MODELS names it)"),
+        ({"OLLAMA_MODELS": "/data/m"}, "/models", None, Level.WARNING,
+         "The model directory /data/m (OLLAMA_MODELS names it) is not on"),
+        # root (no runAsUser: the image's root user) keeps them under /root
+        ({}, "/root/.ollama", None, Level.OK, "Models in /root/.ollama/models"),
+        ({}, "/root/.ollama", 0, Level.OK, "Models in /root/.ollama/models"),
+        # a mount whose path only starts with the same letters is another directory
+        ({"OLLAMA_MODELS": "/models2/x"}, "/models", 1000, Level.WARNING, "is not on"),
+    ],
+)  # fmt: skip
+def test_the_model_directory_is_resolved_as_ollama_does(env, mount, uid, level, words) -> None:
+    objects = ollama_pod(env, mount, uid)
+    [vol] = by_check(
+        run_checks(facts(objects, volume_claims={"llm-models": "Bound"})), "model_volume"
+    )
+    assert vol.level is level, vol
+    assert words in vol.reason, vol.reason
+
+
+def test_a_container_uid_overrides_the_pods() -> None:
+    objects = ollama_pod({}, "/root/.ollama", 0)
+    container = objects[1]["spec"]["template"]["spec"]["containers"][0]
+    container["securityContext"]["runAsUser"] = 1000
+    [vol] = by_check(
+        run_checks(facts(objects, volume_claims={"llm-models": "Bound"})), "model_volume"
+    )
+    assert vol.level is Level.WARNING
+    assert "uid 1000" in vol.reason
+
+
+def test_the_context_charge_is_the_agents_measured_figure() -> None:
+    """The lint charged a constant 512 MiB per CUDA context where the agent measured 300 MiB
+    on a V100: with the agent's figure, 300 MiB is charged and more tokens fit."""
+    objects = sample(context_length=131072)
+    objects[1]["spec"]["template"]["metadata"]["annotations"] = {"tranche.dev/model": "llama3.2:3b"}
+    measured = {**PRODUCTS, "tranche-v100-8g": replace(V100_8G, context_mib=300)}
+    [ctx] = by_check(
+        run_checks(Facts(objects=objects, namespace="t-ns", products=measured)), "context_length"
+    )
+    assert ctx.figures["context_mib"] == 300
+    assert ctx.figures["needed_mib"] == 2048 + 14336 + 300
+    assert ctx.figures["fits_tokens"] == (8192 - 2048 - 300) * 2**20 // (112 * 1024)
+    assert "300 MiB CUDA context (as node agents measured on a Tesla V100-PCIE-32GB)" in ctx.reason
+    # Not yet measured: the core's charge for an unmeasured GPU, and the page says so.
+    [unmeasured] = by_check(run_checks(facts(objects)), "context_length")
+    assert unmeasured.figures["context_mib"] == 512
+    assert "not yet measured on this GPU model" in unmeasured.reason
+
+
+def test_the_manifest_pages_ram_advice_passes_the_ram_lint() -> None:
+    """The page recommended 4 GiB, which pre-flight flags for llama3.1:8b: the page's figures
+    now come from the lint's own source, and each passes (1 MiB less does not)."""
+    import re
+
+    from portal.catalog.llm_models import KNOWN_MODELS, ram_limits_line
+
+    advice = dict(re.findall(r"(\S+) (\d+) MiB", ram_limits_line()))
+    assert set(advice) == set(KNOWN_MODELS)
+    assert advice["llama3.1:8b"] == "5944"
+    for model, limit in advice.items():
+        for mib, level in ((int(limit), Level.OK), (int(limit) - 1, Level.WARNING)):
+            objects = sample(ram_limit=f"{mib}Mi", ram_request="2Gi")
+            objects[1]["spec"]["template"]["metadata"]["annotations"] = {"tranche.dev/model": model}
+            [ram] = by_check(run_checks(facts(objects)), "ram_limit")
+            assert ram.level is level, (model, mib, ram)

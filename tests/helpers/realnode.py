@@ -114,9 +114,11 @@ def run_pod(
     command: list[str] | None = None,
     env: dict[str, str] | None = None,
     memory: str = "512Mi",
+    seccomp: bool = True,
 ) -> None:
     """A pod of the sample image claiming one slice through `template`, on `node`, hardened as
-    the documented manifest (portal/catalog/manifests.py) is; restartPolicy Never."""
+    the documented manifest (portal/catalog/manifests.py) is; restartPolicy Never. `seccomp`
+    False: the pod names no seccomp profile (the kubelet's seccompDefault then decides)."""
     container: dict = {
         "name": "main",
         "image": IMAGE,
@@ -128,6 +130,9 @@ def run_pod(
     }  # fmt: skip
     if command:
         container["command"] = command
+    security = {"runAsNonRoot": True, "runAsUser": 1000, "runAsGroup": 1000}
+    if seccomp:
+        security["seccompProfile"] = {"type": "RuntimeDefault"}
     client.CoreV1Api(api).create_namespaced_pod(
         namespace,
         {
@@ -140,12 +145,7 @@ def run_pod(
                 "tolerations": [TOLERATION],
                 "terminationGracePeriodSeconds": 0,
                 "automountServiceAccountToken": False,
-                "securityContext": {
-                    "runAsNonRoot": True,
-                    "runAsUser": 1000,
-                    "runAsGroup": 1000,
-                    "seccompProfile": {"type": "RuntimeDefault"},
-                },
+                "securityContext": security,
                 "containers": [container],
                 "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": template}],
             },

@@ -1,7 +1,7 @@
 """The dev cluster's real node (kubelet + containerd + runc) with its node agent, for the tiers
 that run tenants' pods for real: one node and one agent per test session.
 
-`real_node` starts `python -m nodeagent run --simulate --no-kubelet-lite` for node 0 of the
+`real_node` starts `python -m nodeagent run --simulate` for node 0 of the
 local cluster (4 simulated V100s; the kubelet calls its DRA plugin and containerd applies its
 CDI spec) and waits until the kubelet registered the plugin; `real_node.streaming_to(portal,
 token)` restarts it streaming to a test's portal for the length of a `with`.
@@ -67,7 +67,7 @@ class RealNode:
         with open(self.log, "ab") as out:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "nodeagent", "run", "--node", self.name, "--simulate",
-                 "--no-kubelet-lite", "--sim-gpus", "4", "--core-lib", str(CORE_LIBRARY),
+                 "--sim-gpus", "4", "--core-lib", str(CORE_LIBRARY),
                  "--kubeconfig", str(self.kubeconfig), "--state-dir", str(self.paths.agent_dir),
                  "--kubelet-dir", str(self.paths.kubelet_dir), "--cdi-dir", str(self.paths.cdi_dir),
                  "--interval", "0.5", *extra],
@@ -147,18 +147,20 @@ def run_pod(
     env: dict[str, str] | None = None,
     memory: str = "512Mi",
     seccomp: bool = True,
+    image: str = IMAGE,
 ) -> None:
     """A pod of the sample image claiming one slice through `template`, on `node`, hardened as
     the documented manifest (portal/catalog/manifests.py) is; restartPolicy Never. `seccomp`
-    False: the pod names no seccomp profile (the kubelet's seccompDefault then decides)."""
+    False: the pod names no seccomp profile (the kubelet's seccompDefault then decides);
+    `template` "": no claim."""
     container: dict = {
         "name": "main",
-        "image": IMAGE,
+        "image": image,
         "args": args or [],
         "env": [{"name": k, "value": v} for k, v in (env or {}).items()],
         "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
         "resources": {"limits": {"memory": memory}, "requests": {"memory": memory, "cpu": "50m"},
-                      "claims": [{"name": "gpu"}]},
+                      "claims": [{"name": "gpu"}] if template else []},
     }  # fmt: skip
     if command:
         container["command"] = command
@@ -179,7 +181,9 @@ def run_pod(
                 "automountServiceAccountToken": False,
                 "securityContext": security,
                 "containers": [container],
-                "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": template}],
+                "resourceClaims": (
+                    [{"name": "gpu", "resourceClaimTemplateName": template}] if template else []
+                ),
             },
         },
     )

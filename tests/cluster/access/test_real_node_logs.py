@@ -126,6 +126,7 @@ def test_the_documented_slice_check_on_the_real_node(
             browser.close()
             chromium.close()
     out = kubectl("logs", name, context=context).stdout
+    print(out.split("computing with")[0])  # noqa: T201  (what the page's "Expect" shows)
     assert out.splitlines()[0] == "Tesla V100-PCIE-32GB, 8192 MiB", out
     assert re.search(rf"^alloc \d+ MiB: {OOM}$", out, re.M), out
     assert "computing with" in out, out

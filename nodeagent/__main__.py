@@ -53,7 +53,11 @@ def parse(argv: list[str] | None = None) -> Options | FleetOptions:
     r.add_argument("--portal", help="websocket URL, e.g. ws://127.0.0.1:8000/ws/agent/")
     r.add_argument("--token-file", type=Path, help="file holding this node's portal token")
     r.add_argument("--kubeconfig", type=Path, help="default: in-cluster / $KUBECONFIG")
-    r.add_argument("--simulate", action="store_true", help="kwok node: simgpu + kubelet-lite")
+    r.add_argument(
+        "--simulate",
+        action="store_true",
+        help="simgpu plays the driver (the dev cluster's real nodes; kwok nodes)",
+    )
     r.add_argument("--state-dir", type=Path, help="default /var/lib/tranche/<node>")
     r.add_argument("--kubelet-dir", type=Path, help="default /var/lib/kubelet")
     r.add_argument("--cdi-dir", type=Path, help="default /var/run/cdi")
@@ -69,11 +73,6 @@ def parse(argv: list[str] | None = None) -> Options | FleetOptions:
         help="with --simulate: simgpu's libraries (default: simgpu/ beside --core-lib, as "
         "`make -C nodeagent/native` builds them)",
     )
-    r.add_argument("--no-kubelet-lite", dest="kubelet_lite", action="store_false",
-                   help="with --simulate: publish and serve only, run no pods")  # fmt: skip
-    r.add_argument("--kubelet-tls-dir", type=Path,
-                   help="with --simulate: ca.crt, kubelet.crt/.key of the cluster's PKI; "
-                        "kubelet-lite then serves container logs (kubectl logs)")  # fmt: skip
     r.add_argument("--sim-gpus", type=int, default=4)
     r.add_argument("--sim-model", default="Tesla V100-PCIE-32GB")
     r.add_argument("--metrics-port", type=int, default=0, help="0: no /metrics endpoint")
@@ -92,8 +91,6 @@ def parse(argv: list[str] | None = None) -> Options | FleetOptions:
         token_file=a.token_file,
         kubeconfig=a.kubeconfig,
         simulate=a.simulate,
-        kubelet_lite=a.simulate and a.kubelet_lite,
-        kubelet_tls_dir=a.kubelet_tls_dir,
         state_dir=state,
         kubelet_dir=a.kubelet_dir or Path("/var/lib/kubelet"),
         cdi_dir=a.cdi_dir or Path("/var/run/cdi"),

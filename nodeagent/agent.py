@@ -1,9 +1,9 @@
 """The agent process: discovery, slice publishing, DRA plugin, status stream and metrics.
 
-`run(opts)` wires the parts and loops at `interval`: kubelet-lite sync (simulation only),
-status collection, one status message, metrics update; the pool is re-published (lease renewed)
-every few seconds. On SIGTERM/SIGINT it stops simulated workloads, the plugin sockets and the
-lease, so a restarted agent takes the pool over at once.
+`run(opts)` wires the parts and loops at `interval`: status collection, one status message,
+metrics update; the pool is re-published (lease renewed) every few seconds. The kubelet runs
+the pods and calls the DRA plugin. On SIGTERM/SIGINT it stops the plugin sockets and gives the
+lease back, so a restarted agent takes the pool over at once.
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ class Options:
     token_file: Path | None
     kubeconfig: Path | None
     simulate: bool
-    kubelet_lite: bool
     state_dir: Path
     kubelet_dir: Path
     cdi_dir: Path
@@ -44,7 +43,6 @@ class Options:
     interval: float
     backstop: bool
     tolerance_mib: int
-    kubelet_tls_dir: Path | None = None  # with kubelet-lite: serve `kubectl logs` (ca, cert)
 
 
 async def run(opts: Options) -> None:
@@ -56,20 +54,19 @@ async def run(opts: Options) -> None:
     from nodeagent.slices import SlicePublisher
     from nodeagent.status import Collector
 
-    sim_env: dict[str, str] = {}
     if opts.simulate:
         from nodeagent.sim.gpus import simulate_node_gpus
 
-        sim_env = simulate_node_gpus(
+        simulate_node_gpus(
             opts.node, opts.state_dir, opts.simgpu_dir, opts.sim_gpus, opts.sim_model
         )
     gpus = discovery.discover()
     log.info("node %s: %d GPU(s): %s", opts.node, len(gpus), ", ".join(g.uuid for g in gpus))
     api = kconfig.new_client_from_config(str(opts.kubeconfig) if opts.kubeconfig else None)
     publisher = SlicePublisher(api, opts.node)
-    # A real kubelet and runtime run the pods (no kubelet-lite): CDI mounts simgpu into them.
+    # The kubelet and the runtime run the pods; in simulation CDI mounts simgpu into them.
     # Absolute paths: the runtime resolves a CDI mount's host path in its own folder.
-    sim_driver = opts.simgpu_dir.resolve() if opts.simulate and not opts.kubelet_lite else None
+    sim_driver = opts.simgpu_dir.resolve() if opts.simulate else None
     layout = Layout(
         opts.state_dir.resolve(), opts.cdi_dir, opts.core_lib.resolve(), opts.simulate, sim_driver
     )
@@ -88,23 +85,9 @@ async def run(opts: Options) -> None:
     )
     server = PluginServer(preparer, sockets, on_prepare_failed=collector.prepare_failed)
     server.start()
-    lite = None
-    if opts.kubelet_lite:
-        from nodeagent.sim.kubeletlite import KubeletLite
-
-        lite = KubeletLite(
-            api, opts.node, plugin_socket=sockets.plugin, cdi_dir=opts.cdi_dir,
-            sim_env=sim_env, log_dir=opts.state_dir / "pods",
-        )  # fmt: skip
-        lite.register(sockets.registry)
-        lite.changes.start()  # the pod watch that tells kubelet-lite when to list again
-        if opts.kubelet_tls_dir is not None:
-            lite.serve_logs(opts.kubelet_tls_dir)
     try:
-        await _loop(opts, gpus, publisher, lite, collector)
+        await _loop(opts, gpus, publisher, collector)
     finally:
-        if lite is not None:
-            lite.stop_all()
         server.stop()
         publisher.lease.release()
         log.info("agent of node %s stopped", opts.node)
@@ -121,7 +104,7 @@ async def _guarded(loop, what: str, fn, *args) -> bool:
     return result is not False  # False: not done yet (e.g. pool held by another agent)
 
 
-async def _loop(opts: Options, gpus, publisher, lite, collector) -> None:
+async def _loop(opts: Options, gpus, publisher, collector) -> None:
     """Tick at `interval` until SIGTERM/SIGINT; blocking work runs in the default executor."""
     from nodeagent import metrics
     from nodeagent.stream import StatusStream
@@ -144,8 +127,6 @@ async def _loop(opts: Options, gpus, publisher, lite, collector) -> None:
             due = started - last_publish > PUBLISH_EVERY
             if due and await _guarded(loop, "publishing the pool", publisher.publish, gpus):
                 last_publish = started
-            if lite is not None:
-                await _guarded(loop, "kubelet-lite sync", lite.sync)
             gpu_status, pods = await loop.run_in_executor(
                 None, profiling.blocking(collector.collect)
             )

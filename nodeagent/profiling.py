@@ -1,8 +1,8 @@
 """Optional profile of the agent's own work: `TRANCHE_PROFILE=<file>` in its environment.
 
 cProfile sees one thread per profiler, and the agent works in two places: the event loop (status
-messages, the websocket) and the executor threads its blocking ticks run in (kubelet-lite sync,
-region and NVML reads, publishing). So there are two profilers, one around the event loop and one
+messages, the websocket) and the executor threads its blocking ticks run in (region and NVML
+reads, publishing). So there are two profilers, one around the event loop and one
 around each blocking call, merged into one pstats file when the agent stops
 (`python -m pstats <file>`). Off (the default), nothing is wrapped.
 """

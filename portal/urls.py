@@ -83,6 +83,11 @@ urlpatterns = [
         manifest_views.manifest_download,
         name="manifest_download",
     ),
+    path(
+        P + "manifests/<id:product_id>/check/",
+        manifest_views.check_download,
+        name="manifest_check_download",
+    ),
     path(P + "preflight/", preflight_views.preflight_page, name="preflight"),
     path("api/v1/" + P + "preflight", preflight_views.preflight_api, name="preflight_api"),
     path("account/tokens/", preflight_views.api_tokens, name="api_tokens"),

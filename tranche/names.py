@@ -54,3 +54,8 @@ def device_class_name(gpu_short_name: str, memory_gib: int) -> str:
 def tenant_group(namespace: str) -> str:
     """The group a tenant's identity carries to act in a project's namespace."""
     return f"{DOMAIN}:tenant:{namespace}"
+
+
+# The sample tenant image (deploy/images/sample.py builds it; the dev cluster's real nodes
+# import it): the manifest page's slice check runs it.
+SAMPLE_IMAGE = f"registry.{DOMAIN}/sample:1"

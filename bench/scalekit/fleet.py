@@ -66,7 +66,7 @@ def wait(predicate, timeout: float, what: str, interval: float = 0.5):
 
 # -- nodes ----------------------------------------------------------------------------------------
 def fleet_of(index: int) -> str:
-    """Node 0 is run by one real node agent (kubelet-lite, workloads under the core); every
+    """Node 0 is run by one node agent process (publishing, streaming); every
     other node by the fleet publisher, which selects `tranche.dev/fleet=scale` only."""
     return AGENT_FLEET if index == AGENT_NODE_INDEX else FLEET
 
@@ -190,11 +190,6 @@ def deployment(tenant: Tenant, replicas: int = SLICES_PER_TENANT) -> dict:
             "template": {
                 "metadata": {
                     "labels": labels,
-                    # kubelet-lite (the one real agent's node) runs a light workload.
-                    "annotations": {
-                        "tranche.dev/workload-memory-gib": "1",
-                        "tranche.dev/workload-duty": "0.05",
-                    },
                 },
                 "spec": {
                     "terminationGracePeriodSeconds": 0,

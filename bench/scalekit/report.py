@@ -90,7 +90,7 @@ def _created(step: dict) -> str:
 
 def _agent(step: dict) -> str:
     a = step["agent"]
-    return f"{a['cpu_percent']:.2f} % ({a['containers']} containers, {a['workloads_running']} run)"
+    return f"{a['cpu_percent']:.2f} % ({a['pods_allocated']} pods allocated, no containers)"
 
 
 def _publisher(step: dict) -> str:

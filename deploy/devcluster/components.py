@@ -112,7 +112,7 @@ def _apiserver(s: Settings) -> Component:
         f"--tls-cert-file={pki / 'apiserver.crt'}",
         f"--tls-private-key-file={pki / 'apiserver.key'}",
         f"--client-ca-file={pki / 'ca.crt'}",
-        # `kubectl logs` of simulated pods: kubelet-lite serves them with the cluster's PKI
+        # `kubectl logs`/`exec`: the API server calls the real nodes' kubelets with the PKI
         f"--kubelet-client-certificate={pki / 'apiserver-kubelet-client.crt'}",
         f"--kubelet-client-key={pki / 'apiserver-kubelet-client.key'}",
         f"--kubelet-certificate-authority={pki / 'ca.crt'}",

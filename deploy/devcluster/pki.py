@@ -188,16 +188,6 @@ def ensure_pki(pki: Path, service_ip: str) -> Path:
         ca=ca,
         sans=sans,
     )
-    # The simulated kubelets' serving certificate (kubelet-lite's log endpoint on 127.0.0.1,
-    # where every kwok node's InternalIP points); kube-apiserver verifies it against the CA.
-    _issue(
-        pki,
-        "kubelet",
-        subject=_name("system:node:kwok"),
-        usage=ExtendedKeyUsageOID.SERVER_AUTH,
-        ca=ca,
-        sans=[x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))],
-    )
     for client in CLIENTS:
         subject = _name(client.user, client.groups)
         _issue(pki, client.stem, subject=subject, usage=ExtendedKeyUsageOID.CLIENT_AUTH, ca=ca)

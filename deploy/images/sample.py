@@ -20,8 +20,9 @@ import tempfile
 from pathlib import Path
 
 from deploy.devcluster.node.build import write_archive
+from tranche.names import SAMPLE_IMAGE
 
-IMAGE = "registry.tranche.dev/sample:1"
+IMAGE = SAMPLE_IMAGE
 SOURCE = Path(__file__).with_name("sample")
 REPO = Path(__file__).resolve().parents[2]
 SIMGPU = REPO / "nodeagent" / "native" / "simgpu"

@@ -1,6 +1,7 @@
-"""Demo node agents for `make run`: 2 kwok nodes x 4 simulated V100, one agent each, and
-(`real_nodes=True`, what `make run` asks) one per real node of the dev cluster, whose kubelet
-and containerd run the pods.
+"""Demo node agents for `make run`: (`real_nodes=True`, what `make run` asks) one per real node
+of the dev cluster, whose kubelet and containerd run the pods (4 simulated V100 each); without
+real nodes (an operator's cluster through KUBECONFIG, TRANCHE_REAL_NODES=0, tests), 2 kwok nodes
+x 4 simulated V100, one agent each, which publish slices and stream status but run nothing.
 
 `commands(state, env, port)` needs the local control plane up (`python -m deploy.devcluster up`);
 it creates the kwok nodes (idempotent), rotates each node's portal token into
@@ -56,20 +57,16 @@ def argv(
     port: int | None,
     *,
     metrics_base: int = 0,
-    kubelet_tls: Path | None = None,
     gpus: int = GPUS_PER_NODE,
     real: NodePaths | None = None,
 ) -> list[str]:
     """The agent command line for one demo node (pure); port None: no portal stream;
-    metrics_base 0: no metrics endpoint; kubelet_tls: the dev cluster's PKI folder, so
-    `kubectl logs` reaches the demo's pods; real: a real node of the dev cluster (its kubelet
-    and containerd run the pods, no kubelet-lite)."""
+    metrics_base 0: no metrics endpoint; real: a real node of the dev cluster (its kubelet
+    and containerd run the pods; on a kwok node nothing runs them)."""
     home = state / "agents" / node
-    tls = ["--kubelet-tls-dir", str(kubelet_tls)] if kubelet_tls else []
     dirs = ["--state-dir", str(home), "--kubelet-dir", str(home / "kubelet"),
             "--cdi-dir", str(home / "cdi")]  # fmt: skip
     if real is not None:
-        tls = ["--no-kubelet-lite"]
         dirs = ["--state-dir", str(real.agent_dir), "--kubelet-dir", str(real.kubelet_dir),
                 "--cdi-dir", str(real.cdi_dir)]  # fmt: skip
     portal = (
@@ -87,7 +84,6 @@ def argv(
         *portal,
         *dirs,
         "--metrics-port", str(metrics_base + index if metrics_base else 0),
-        *tls,
     ]  # fmt: skip
 
 
@@ -125,7 +121,7 @@ def commands(
     skip: set[str] = frozenset(),
     real_nodes: bool = False,
 ) -> dict[str, list[str]]:
-    """Process name (`agent-<node>`) -> command line of each demo agent, once its kwok node
+    """Process name (`agent-<node>`) -> command line of each demo agent, once its node
     exists and its portal token is issued; {} when the control plane is down. Agents named in
     `skip` (already running) keep their token: rotating it would lock them out.
     """
@@ -136,7 +132,6 @@ def commands(
     from deploy.devcluster.nodes import create_fake_gpu_nodes
 
     external = env.get("KUBECONFIG", "")
-    kubelet_tls = None
     if external:
         # An operator's own cluster: its kwok (if any) is theirs to run; we only add nodes there.
         kubeconfig = Path(external)
@@ -146,24 +141,27 @@ def commands(
             print("node agents: skipped (control plane down; run `make cluster-up` first)")
             return {}
         kubeconfig = settings.kubeconfig
-        if (settings.pki_dir / "kubelet.crt").exists():
-            kubelet_tls = settings.pki_dir
     if metrics_base is None:
         metrics_base = metrics_base_port()
-    api = config.new_client_from_config(str(kubeconfig))
-    try:
-        nodes = create_fake_gpu_nodes(api, NODE_COUNT, GPU_MODEL, prefix=prefix)
-    finally:
-        api.close()
     found = {}
-    targets: list[tuple[str, NodePaths | None]] = [(n, None) for n in nodes]
-    if real_nodes and not external:
+    targets: list[tuple[str, NodePaths | None]] = []
+    real = real_nodes and not external and settings.real_nodes > 0
+    if not real:
+        # kwok nodes run nothing: they stand in for GPU nodes only where no real node is.
+        api = config.new_client_from_config(str(kubeconfig))
+        try:
+            nodes = create_fake_gpu_nodes(api, NODE_COUNT, GPU_MODEL, prefix=prefix)
+        finally:
+            api.close()
+        targets = [(n, None) for n in nodes]
+    else:
         from deploy.devcluster.config import load_node_settings
         from deploy.devcluster.node.render import node_paths
 
-        real = load_node_settings()
-        targets += [
-            (p.name, p) for p in (node_paths(settings, real, i) for i in range(settings.real_nodes))
+        nodes_settings = load_node_settings()
+        targets = [
+            (p.name, p)
+            for p in (node_paths(settings, nodes_settings, i) for i in range(settings.real_nodes))
         ]
     for i, (node, real_node) in enumerate(targets):
         name = f"agent-{node}"
@@ -179,8 +177,7 @@ def commands(
                     f"(manage.py create_node_token):\n{res.stderr.strip()}"
                 )
         found[name] = argv(
-            node, i, state, kubeconfig, port, metrics_base=metrics_base, kubelet_tls=kubelet_tls,
-            real=real_node,
+            node, i, state, kubeconfig, port, metrics_base=metrics_base, real=real_node,
         )  # fmt: skip
     return found
 

@@ -1,3 +1,4 @@
-"""Simulation mode of the node agent, apart from production code: kubelet-lite (plays the
-kubelet for pods on kwok nodes), the synthetic GPU workload, and simgpu wiring. The production
+"""Simulation mode of the node agent, apart from production code: simgpu wiring (the real
+kubelet and containerd of the dev cluster run the pods), the kwok fleet publisher, and a
+synthetic GPU workload for the integration tests. The production
 agent imports this package only when run with `--simulate`."""

@@ -1,4 +1,4 @@
-"""The small GPU workload kubelet-lite runs for a simulated pod (also usable on a real GPU).
+"""A small GPU workload the integration tier runs under the core (also usable on a real GPU).
 
 `python -m nodeagent.sim.workload --memory-gib 10 --duty 0.5 --seconds 60` allocates memory in
 1 GiB steps, then launches kernels at the duty cycle until stopped. It talks to libcuda.so.1

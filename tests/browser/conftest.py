@@ -13,17 +13,7 @@ from tests.cluster.controller.conftest import (  # noqa: F401  (fixtures)
     make_tenant,
     tenant,
 )
-
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
+from tests.helpers.chromium import CHROMIUM, CHROMIUM_ARGS
 
 
 # Module scope, not session: Playwright's sync API keeps an event loop running in the test thread

@@ -1,9 +1,10 @@
 """The dev cluster's real node (kubelet + containerd + runc) with its node agent, for the tiers
 that run tenants' pods for real: one node and one agent per test session.
 
-`real_node` starts `python -m nodeagent run --simulate --no-kubelet-lite` for node 0 of the
+`real_node` starts `python -m nodeagent run --simulate` for node 0 of the
 local cluster (4 simulated V100s; the kubelet calls its DRA plugin and containerd applies its
-CDI spec) and waits until the kubelet registered the plugin and the slices are published.
+CDI spec) and waits until the kubelet registered the plugin; `real_node.streaming_to(portal,
+token)` restarts it streaming to a test's portal for the length of a `with`.
 `run_pod(...)` creates a pod of the sample tenant image (`deploy/images/sample.py`) claiming one
 slice, hardened as the portal's documented manifest is. Loaded as a plugin by tests/conftest.py.
 """
@@ -52,11 +53,60 @@ class RealNode:
     name: str
     paths: NodePaths
     log: Path
-    process: subprocess.Popen
+    kubeconfig: Path
+    process: subprocess.Popen | None = None
 
     def log_tail(self, lines: int = 30) -> str:
         text = self.log.read_text(errors="replace") if self.log.exists() else ""
         return f"--- agent of {self.name} ---\n" + "\n".join(text.splitlines()[-lines:])
+
+    def start(self, *extra: str) -> None:
+        """Start the agent (`extra`: more `nodeagent run` options) and wait until the kubelet
+        registered its DRA plugin again."""
+        before = self._registrations()
+        with open(self.log, "ab") as out:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "nodeagent", "run", "--node", self.name, "--simulate",
+                 "--sim-gpus", "4", "--core-lib", str(CORE_LIBRARY),
+                 "--kubeconfig", str(self.kubeconfig), "--state-dir", str(self.paths.agent_dir),
+                 "--kubelet-dir", str(self.paths.kubelet_dir), "--cdi-dir", str(self.paths.cdi_dir),
+                 "--interval", "0.5", *extra],
+                cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO)),
+                stdout=out, stderr=subprocess.STDOUT,
+            )  # fmt: skip
+        wait_for(
+            lambda: self._registrations() > before,
+            60,
+            lambda: "the kubelet to register the DRA plugin\n" + self.log_tail(),
+        )
+
+    def stop(self) -> None:
+        proc, self.process = self.process, None
+        if proc is None or proc.poll() is not None:
+            return
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+    @contextmanager
+    def streaming_to(self, portal_url: str, token_file: Path) -> Iterator[None]:
+        """The agent restarted to stream this node's status to a portal (the session's agent
+        streams nowhere: each test's portal lives only as long as its database), and
+        restarted as before afterwards. Prepared claims survive (the agent's checkpoint)."""
+        self.stop()
+        self.start("--portal", portal_url, "--token-file", str(token_file))
+        try:
+            yield
+        finally:
+            self.stop()
+            self.start()
+
+    def _registrations(self) -> int:
+        text = self.log.read_text(errors="replace") if self.log.exists() else ""
+        return text.count("kubelet registered plugin")
 
 
 @contextmanager
@@ -74,32 +124,13 @@ def agent_on_real_node(kube_cluster, *extra: str) -> Iterator[RealNode]:
              f"the kubelet of {paths.name} to register its node")  # fmt: skip
     _set_taint(core, paths.name, on=True)
     log = paths.root / "agent.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "nodeagent", "run", "--node", paths.name, "--simulate",
-             "--no-kubelet-lite", "--sim-gpus", "4", "--core-lib", str(CORE_LIBRARY),
-             "--kubeconfig", str(kube_cluster.kubeconfig), "--state-dir", str(paths.agent_dir),
-             "--kubelet-dir", str(paths.kubelet_dir), "--cdi-dir", str(paths.cdi_dir),
-             "--interval", "0.5", *extra],
-            cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO)),
-            stdout=out, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-    node = RealNode(paths.name, paths, log, proc)
+    log.write_bytes(b"")
+    node = RealNode(paths.name, paths, log, kube_cluster.kubeconfig)
     try:
-        wait_for(
-            lambda: "kubelet registered plugin" in log.read_text(errors="replace"),
-            60,
-            lambda: "the kubelet to register the DRA plugin\n" + node.log_tail(),
-        )
+        node.start(*extra)
         yield node
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        node.stop()
         # No agent serves these GPUs any more: drop them, then let the node take pods again.
         _delete_slices(kube_cluster.api_client, paths.name)
         _set_taint(core, paths.name, on=False)
@@ -123,20 +154,27 @@ def run_pod(
     command: list[str] | None = None,
     env: dict[str, str] | None = None,
     memory: str = "512Mi",
+    seccomp: bool = True,
+    image: str = IMAGE,
 ) -> None:
     """A pod of the sample image claiming one slice through `template`, on `node`, hardened as
-    the documented manifest (portal/catalog/manifests.py) is; restartPolicy Never."""
+    the documented manifest (portal/catalog/manifests.py) is; restartPolicy Never. `seccomp`
+    False: the pod names no seccomp profile (the kubelet's seccompDefault then decides);
+    `template` "": no claim."""
     container: dict = {
         "name": "main",
-        "image": IMAGE,
+        "image": image,
         "args": args or [],
         "env": [{"name": k, "value": v} for k, v in (env or {}).items()],
         "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
         "resources": {"limits": {"memory": memory}, "requests": {"memory": memory, "cpu": "50m"},
-                      "claims": [{"name": "gpu"}]},
+                      "claims": [{"name": "gpu"}] if template else []},
     }  # fmt: skip
     if command:
         container["command"] = command
+    security = {"runAsNonRoot": True, "runAsUser": 1000, "runAsGroup": 1000}
+    if seccomp:
+        security["seccompProfile"] = {"type": "RuntimeDefault"}
     client.CoreV1Api(api).create_namespaced_pod(
         namespace,
         {
@@ -149,14 +187,11 @@ def run_pod(
                 "tolerations": [TOLERATION],
                 "terminationGracePeriodSeconds": 0,
                 "automountServiceAccountToken": False,
-                "securityContext": {
-                    "runAsNonRoot": True,
-                    "runAsUser": 1000,
-                    "runAsGroup": 1000,
-                    "seccompProfile": {"type": "RuntimeDefault"},
-                },
+                "securityContext": security,
                 "containers": [container],
-                "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": template}],
+                "resourceClaims": (
+                    [{"name": "gpu", "resourceClaimTemplateName": template}] if template else []
+                ),
             },
         },
     )

@@ -7,7 +7,8 @@
  *                             (default 0: a job that grows, as a live page shows it), then
  *                             a compute loop
  *   tranche-sample gpus       nvidia-smi -L, then a context on each index 0..7
- *   tranche-sample unshare    unshare(CLONE_NEWUSER | CLONE_NEWNS), as `unshare -Urm` does
+ *   tranche-sample unshare    the process's seccomp mode (/proc/self/status: 2 is a filter),
+ *                             then unshare(CLONE_NEWUSER | CLONE_NEWNS), as `unshare -Urm` does
  *   tranche-sample core       is the interception core loaded, here and after execve with
  *                             an empty environment and with LD_PRELOAD= ?
  *   tranche-sample ram MIB    fill MIB of host RAM (the container's memory limit)
@@ -126,6 +127,14 @@ static int gpus(void) {
     return 0;
 }
 
+static void print_seccomp(void) {
+    FILE *f = fopen("/proc/self/status", "re");
+    char line[256];
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, "Seccomp:", 8)) fputs(line, stdout);
+    if (f) fclose(f);
+}
+
 static int core_loaded(void) {
     FILE *f = fopen("/proc/self/maps", "re");
     char line[512];
@@ -141,6 +150,7 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "check")) return check();
     if (!strcmp(mode, "gpus")) return gpus();
     if (!strcmp(mode, "unshare")) {
+        print_seccomp();
         int rc = unshare(CLONE_NEWUSER | CLONE_NEWNS);
         printf("unshare -Urm: %s\n", rc == 0 ? "allowed" : strerror(errno));
         return rc == 0 ? 0 : 1;

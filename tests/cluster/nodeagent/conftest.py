@@ -114,21 +114,6 @@ def products(kube_cluster) -> Iterator[Callable[..., ProductSpec]]:
                 raise
 
 
-def sim_project_on_a_node(api_client, namespace: str, tmp_path: Path, prefix: str):
-    """An organization with one project in `namespace`, one fake GPU node named from `prefix`,
-    and that node's portal token in a file: (project, node, token file)."""
-    from deploy.devcluster.nodes import create_fake_gpu_nodes
-    from portal.agents import services
-    from portal.tenants.models import Organization, Project
-
-    org = Organization.objects.create(name="Sim", slug=f"sim-{secrets.token_hex(3)}")
-    project = Project.objects.create(organization=org, name="ML", slug="ml", namespace=namespace)
-    node = create_fake_gpu_nodes(api_client, 1, prefix=f"{prefix}-{secrets.token_hex(2)}")[0]
-    token_file = tmp_path / "token"
-    token_file.write_text(services.issue_node_token(node))
-    return project, node, token_file
-
-
 def create_template(api_client, namespace: str, product: ProductSpec) -> None:
     """The documented ResourceClaimTemplate (the controller's renderer) in `namespace`."""
     spec = ProjectSpec(project_id=0, namespace=namespace, organization="test", project="test")

@@ -79,7 +79,7 @@ def test_slices_accepted_and_scheduler_packs_8gib_shares(
     api = kube_cluster.api_client
     nodes = _nodes(api, 2)
     try:
-        agents = [start_agent(n, "--no-kubelet-lite") for n in nodes]
+        agents = [start_agent(n) for n in nodes]
         slices = wait_for(
             lambda: len(s := agent_slices(api, nodes)) == 2 and s,
             60,
@@ -121,7 +121,7 @@ def test_request_policy_admits_exactly_the_sellable_sizes(
     api = kube_cluster.api_client
     nodes = _nodes(api, 1)
     try:
-        agent = start_agent(nodes[0], "--no-kubelet-lite")
+        agent = start_agent(nodes[0])
         (published,) = wait_for(
             lambda: agent_slices(api, nodes), 60, lambda: "the slice\n" + agent.log_tail()
         )
@@ -171,12 +171,12 @@ def test_second_agent_for_a_pool_waits_for_the_lease(kube_cluster, start_agent):
             return ""
 
     try:
-        first = start_agent(nodes[0], "--no-kubelet-lite")
+        first = start_agent(nodes[0])
         (published,) = wait_for(
             lambda: agent_slices(api, nodes), 60, lambda: "the slice\n" + first.log_tail()
         )
         assert holder().endswith(f"-{first.process.pid}")
-        second = start_agent(nodes[0], "--no-kubelet-lite")
+        second = start_agent(nodes[0])
         wait_for(
             lambda: "held by another agent" in second.log.read_text(),
             30,

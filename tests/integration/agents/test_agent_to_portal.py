@@ -21,12 +21,12 @@ from django.db import connection
 
 from nodeagent import cdi
 from nodeagent.draplugin.prepare import Layout, Preparer
-from nodeagent.sim.kubeletlite import apply_cdi, launch_script
 from nodeagent.status import Collector
 from nodeagent.stream import StatusStream
 from portal.agents import selectors, services
 from portal.agents.bindings import write_pod_states
 from portal.tenants.models import Organization, Project
+from tests.helpers.cdi_launch import apply_cdi, launch_script
 from tests.helpers.gpus import NODE, allocated_claim, v100
 from tests.helpers.portal import serve_portal
 from tests.helpers.skips import NATIVE_BUILD, needs_native_sim

@@ -34,8 +34,8 @@ import pytest
 
 from nodeagent import cdi, discovery, region
 from nodeagent.draplugin.prepare import Layout, Preparer
-from nodeagent.sim.kubeletlite import apply_cdi, launch_script
 from nodeagent.status import Collector
+from tests.helpers.cdi_launch import apply_cdi, launch_script
 from tests.helpers.gpus import NODE, allocated_claim, v100
 from tests.helpers.skips import NATIVE_BUILD, needs_native_sim
 from tests.helpers.wait import wait_for

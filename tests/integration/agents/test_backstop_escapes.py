@@ -22,7 +22,7 @@ from contextlib import contextmanager
 
 import pytest
 
-from nodeagent.sim.kubeletlite import launch_script
+from tests.helpers.cdi_launch import launch_script
 from tests.helpers.skips import NATIVE_BUILD
 from tests.integration.agents.test_backstop import POD, Workload, pod_cgroup
 

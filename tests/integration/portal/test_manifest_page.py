@@ -22,3 +22,31 @@ def test_inside_the_slice_uses_the_products_figures(world, client_of, device_cla
     assert f"{product.compute_percent}&nbsp;% share" in text
     assert "backend:cudaMallocAsync" in text
     assert "CUDA_ERROR_NOT_SUPPORTED" in text
+
+
+def test_the_slice_check_is_shown_and_downloaded_alike(world, client_of):
+    """The page documents the sample image's check Pod; the download is the same text."""
+    import html as html_text
+
+    import yaml
+
+    product = world.products["tranche-v100-8g"]
+    tenant = client_of(world.member)
+    args = [world.project_a.pk, product.pk]
+    page = tenant.get(reverse("manifest", args=args)).content.decode()
+    shown = re.search(r'<code id="check-yaml">(.*?)</code>', page, re.S)
+    assert shown, "the slice check is missing"
+    download = tenant.get(reverse("manifest_check_download", args=args))
+    assert download["Content-Type"] == "application/yaml; charset=utf-8"
+    assert download.content.decode() == html_text.unescape(shown.group(1))
+    (pod,) = yaml.safe_load_all(download.content)
+    (container,) = pod["spec"]["containers"]
+    assert container["image"] == "registry.tranche.dev/sample:1"
+    assert container["env"] == [{"name": "SAMPLE_ALLOC_MIB", "value": "10240"}]
+    assert pod["metadata"]["namespace"] == world.project_a.namespace
+    assert pod["spec"]["resourceClaims"] == [
+        {"name": "gpu", "resourceClaimTemplateName": "tranche-v100-8g"}
+    ]
+    assert "Tesla V100-PCIE-32GB, 8192 MiB" in page
+    outsider = client_of(world.outsider).get(reverse("manifest_check_download", args=args))
+    assert outsider.status_code == 404

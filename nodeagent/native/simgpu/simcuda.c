@@ -155,7 +155,10 @@ SIM_API CUresult cuDevicePrimaryCtxRelease_v2(CUdevice d) {
     NEED_INIT();
     VALID_DEV(d);
     if (primary_refs[d] == 0) return CUDA_ERROR_INVALID_CONTEXT;
-    if (--primary_refs[d] == 0) sim_mem_give(d, sim_cfg[d].context_bytes);
+    if (--primary_refs[d] == 0) {
+        sim_mem_give(d, sim_cfg[d].context_bytes);
+        sim_ctx_limits_drop(&primary[d]);
+    }
     return CUDA_SUCCESS;
 }
 
@@ -163,6 +166,7 @@ SIM_API CUresult cuDevicePrimaryCtxReset_v2(CUdevice d) {
     NEED_INIT();
     VALID_DEV(d);
     if (primary_refs[d] > 0) sim_mem_give(d, sim_cfg[d].context_bytes);
+    sim_ctx_limits_drop(&primary[d]);
     primary_refs[d] = 0;
     return CUDA_SUCCESS;
 }
@@ -225,6 +229,7 @@ SIM_API CUresult cuCtxDestroy_v2(CUcontext c) {
     if (!c || c->primary) return CUDA_ERROR_INVALID_CONTEXT;
     sim_sleep_until(atomic_load(&c->tail));
     sim_mem_give(c->dev, sim_cfg[c->dev].context_bytes);
+    sim_ctx_limits_drop(c);
     if (sim_cur == c) sim_cur = NULL;
     ctx_delete(c);
     return CUDA_SUCCESS;

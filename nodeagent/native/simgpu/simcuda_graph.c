@@ -363,3 +363,41 @@ void sim_capture_kernel(struct CUstream_st *st, uint64_t dur) {
     struct sim_node *n = add(st->capture, CU_GRAPH_NODE_TYPE_KERNEL);
     if (n) n->dur = dur;
 }
+
+/* Permissive reading of the driver documentation: a topologically identical graph's node
+ * parameters replace the exec's, allocation sizes included (a backed exec is backed afresh at
+ * its next upload or launch), so the tests show the core refusing an update that grows them. */
+static CUresult exec_update(CUgraphExec e, CUgraph g, CUgraphExecUpdateResult *res) {
+    *res = CU_GRAPH_EXEC_UPDATE_ERROR;
+    if (!e || !g) return CUDA_ERROR_INVALID_VALUE;
+    struct CUgraphExec_st fresh = {.dur = 10000};
+    pthread_mutex_lock(&gmu);
+    for (struct sim_node *n = ((struct sim_graph *)g)->head; n; n = n->next) {
+        if (n->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC)
+            fresh.bytes[n->alloc.poolProps.location.id] += n->alloc.bytesize;
+        else if (n->type == CU_GRAPH_NODE_TYPE_KERNEL)
+            fresh.dur += n->dur;
+    }
+    if (e->mapped)
+        for (int d = 0; d < sim_ndev; d++) gpool[d].used -= e->bytes[d];
+    memcpy(e->bytes, fresh.bytes, sizeof e->bytes);
+    e->dur = fresh.dur;
+    e->mapped = 0;
+    pthread_mutex_unlock(&gmu);
+    *res = CU_GRAPH_EXEC_UPDATE_SUCCESS;
+    return CUDA_SUCCESS;
+}
+
+SIM_API CUresult cuGraphExecUpdate_v2(CUgraphExec e, CUgraph g, CUgraphExecUpdateResultInfo *info) {
+    CUgraphExecUpdateResult res;
+    CUresult r = exec_update(e, g, &res);
+    if (info) *info = (CUgraphExecUpdateResultInfo){.result = res};
+    return r;
+}
+
+SIM_API CUresult cuGraphExecUpdate(CUgraphExec e, CUgraph g, CUgraphNode *err,
+                                   CUgraphExecUpdateResult *res) {
+    CUgraphExecUpdateResult tmp;
+    if (err) *err = NULL;
+    return exec_update(e, g, res ? res : &tmp);
+}

@@ -51,7 +51,7 @@ void *tr_hook_substitute(const char *symbol, void *real);
 /* TR_K_VMM, TR_K_GEXEC: the size field holds a pointer to the hook file's own record;
  * TR_K_ASYNC: the pool; TR_K_POOLDEV: the pool's device, size unused. */
 enum tr_kind { TR_K_PTR = 1, TR_K_VMM, TR_K_ARRAY, TR_K_MIPMAP, TR_K_POOL, TR_K_CTX, TR_K_ASYNC,
-               TR_K_POOLDEV, TR_K_GEXEC };
+               TR_K_POOLDEV, TR_K_GEXEC, TR_K_LIMIT };
 void tr_track_put(int kind, uint64_t key, int dev, uint64_t size);
 int tr_track_take(int kind, uint64_t key, int *dev, uint64_t *size);
 int tr_track_get(int kind, uint64_t key, int *dev, uint64_t *size);
@@ -68,4 +68,6 @@ void tr_graph_commit_end(tr_commit_t *c, CUresult r);
 /* A context went away (hooks_cuda_ctx.c): per-thread context caches must look again, since
  * its address may come back as another device's context. */
 void tr_ctx_gone(void);
+/* A context's charge record went (hooks_cuda_share.c): forget what its limits raised. */
+void tr_ctx_limits_forget(uint64_t ctx_key);
 #endif

@@ -16,6 +16,7 @@
  *   once the stream's earlier work is done, as the driver's callback thread does;
  * - cuGraphExecUpdate (permissive reading: the allocation nodes of the new graph replace the
  *   exec's, so tests show the core refusing an update that would grow them).
+ * - cuMemGetHandleForAddressRange hands out a dma-buf (a memfd here).
  * VMM export/import (cuMemExportToShareableHandle, cuMemImportFromShareableHandle) live with
  * the VMM handles in simcuda_mem.c.
  */
@@ -231,5 +232,19 @@ SIM_API CUresult cuLaunchHostFunc(CUstream s, CUhostFn fn, void *data) {
     if (!fn || !st) return CUDA_ERROR_INVALID_VALUE;
     sim_sleep_until(atomic_load(&st->tail)); /* host work: no device time of its own */
     fn(data);
+    return CUDA_SUCCESS;
+}
+
+/* dma-buf export of a device range (a real driver hands out a dma-buf file descriptor that
+ * keeps the memory alive while another device or process holds it): a memfd stands in. */
+SIM_API CUresult cuMemGetHandleForAddressRange(void *handle, CUdeviceptr p, size_t size,
+                                               CUmemRangeHandleType type,
+                                               unsigned long long flags) {
+    if (!sim_ready()) return CUDA_ERROR_NOT_INITIALIZED;
+    if (!handle || !p || !size || flags || type != CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD)
+        return CUDA_ERROR_INVALID_VALUE;
+    int fd = memfd_create("simgpu-dmabuf", MFD_CLOEXEC);
+    if (fd < 0) return CUDA_ERROR_OUT_OF_MEMORY;
+    *(int *)handle = fd;
     return CUDA_SUCCESS;
 }

@@ -157,7 +157,9 @@ static int claim_slot(char *err, size_t errlen) {
         atomic_fetch_add(&s->generation, 1);
         atomic_store(&s->pid, (uint32_t)getpid());
         g_slot = i;
-        *tr_slot_owner = 1;
+        /* Nonzero, and different for every claim (generation and slot): per-thread state
+         * keyed by it (the compute meter's budget lease) is never taken for its parent's. */
+        *tr_slot_owner = (atomic_load(&s->generation) << 6) | (uint32_t)i | 1u << 31;
         return 0;
     }
     snprintf(err, errlen, "all %d process slots of the container's region are in use: at most "

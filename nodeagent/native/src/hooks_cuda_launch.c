@@ -39,6 +39,7 @@
 #define FTAB_SIZE 4096u
 #define LEASE_NS 20000LL      /* budget a thread takes from the container's counter at once */
 #define FLUSH_EVERY 64u       /* launches counted locally before they reach the region */
+#define SAFETY_MIN 256u       /* a thread samples at least every 512..1015 of its launches */
 
 typedef struct {
     _Atomic uintptr_t key;
@@ -101,6 +102,7 @@ typedef struct {
     uint64_t used;
     uint32_t launches;
     int registered; /* the thread-exit flush is registered */
+    uint32_t safety; /* metered launches of this thread until it samples, whatever the function */
 } meter_t;
 
 static __thread meter_t mt __attribute__((tls_model("initial-exec")));
@@ -139,6 +141,7 @@ static void meter_switch(int dev) {
     if (mt.owner) meter_flush(1);
     mt.owner = *tr_slot_owner;
     mt.dev = dev;
+    mt.safety = SAFETY_MIN + next_gap() * 8;
     if (!mt.registered) {
         mt.registered = 1;
         tr_guard++; /* pthread_* may be the program's own: nothing of ours below it */
@@ -267,9 +270,18 @@ static CUresult pre_launch(uintptr_t key, CUstream s, int ptsz, launch_t *l) {
     fstat_t *f = fstat_of(key);
     l->f = f;
     int64_t est = atomic_load_explicit(&f->est_ns, memory_order_relaxed);
-    uint32_t n = atomic_fetch_add_explicit(&f->launches, 1, memory_order_relaxed);
+    /* Counted by a plain load and store, not a locked add (~20 ns): threads launching the same
+     * function at once may lose counts and so delay its sample, never skip it for good: each
+     * thread also samples whatever it launches at least every 512..1015 of its own metered
+     * launches (SAFETY_MIN + 8 gaps). */
+    uint32_t n = atomic_load_explicit(&f->launches, memory_order_relaxed);
+    atomic_store_explicit(&f->launches, n + 1, memory_order_relaxed);
     int due = est <= 0 || n - atomic_load_explicit(&f->next_sample, memory_order_relaxed) <
                               0x80000000u;
+    if (__builtin_expect(--mt.safety == 0, 0)) {
+        mt.safety = SAFETY_MIN + next_gap() * 8;
+        due = 1;
+    }
     if (TR_LIKELY(!due)) {
         spend(d, pct, est);
         return CUDA_SUCCESS;
@@ -326,7 +338,7 @@ static void post_launch(launch_t *l, CUresult r) {
         tr_guard++; /* a driver that re-enters an exported launch is not charged twice */      \
         CUresult r = REAL_FN(sym)(__VA_ARGS__);                                                \
         tr_guard--;                                                                            \
-        post_launch(&l, r);                                                                    \
+        if (l.mode != L_PLAIN) post_launch(&l, r);                                             \
         return r;                                                                              \
     } while (0)
 

@@ -70,9 +70,9 @@ static inline int tr_current_dev_index(void) {
 }
 
 /* Process-local bookkeeping of what each handle was charged (hooks_cuda_mem.c). */
-/* TR_K_VMM, TR_K_GEXEC: the size field holds a pointer to the hook file's own record;
- * TR_K_ASYNC: the pool; TR_K_POOLDEV: the pool's device, size unused. */
-enum tr_kind { TR_K_PTR = 1, TR_K_VMM, TR_K_ARRAY, TR_K_MIPMAP, TR_K_POOL, TR_K_CTX, TR_K_ASYNC,
+/* TR_K_VMM, TR_K_GEXEC, TR_K_POOLDEV (the pool's device, and its charge record): the size
+ * field holds a pointer to the hook file's own record; TR_K_ASYNC: the pool. */
+enum tr_kind { TR_K_PTR = 1, TR_K_VMM, TR_K_ARRAY, TR_K_MIPMAP, TR_K_CTX, TR_K_ASYNC,
                TR_K_POOLDEV, TR_K_GEXEC, TR_K_LIMIT };
 void tr_track_put(int kind, uint64_t key, int dev, uint64_t size);
 int tr_track_take(int kind, uint64_t key, int *dev, uint64_t *size);

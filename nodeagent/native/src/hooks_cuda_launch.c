@@ -335,10 +335,14 @@ static void post_launch(launch_t *l, CUresult r) {
         launch_t l;                                                                            \
         CUresult pre = pre_launch((uintptr_t)(key), (stream), (ptsz), &l);                     \
         if (pre != CUDA_SUCCESS) return pre;                                                   \
-        tr_guard++; /* a driver that re-enters an exported launch is not charged twice */      \
+        /* Neither sampled nor timed: nothing is left to do after the driver returns, so it is   \
+         * a tail call (a driver re-entering an exported launch from inside it would be counted  \
+         * twice: billed more, never less). */                                                  \
+        if (TR_LIKELY(l.mode == L_PLAIN)) return REAL_FN(sym)(__VA_ARGS__);                    \
+        tr_guard++; /* a sampled launch re-entered by the driver is not charged twice */       \
         CUresult r = REAL_FN(sym)(__VA_ARGS__);                                                \
         tr_guard--;                                                                            \
-        if (l.mode != L_PLAIN) post_launch(&l, r);                                             \
+        post_launch(&l, r);                                                                    \
         return r;                                                                              \
     } while (0)
 

@@ -14,7 +14,10 @@
 
 #include "simcuda.h"
 
-__thread struct CUctx_st *sim_cur;
+/* Initial-exec TLS, as a real driver's current context is a plain thread-local read: the
+ * interception core asks for it on every launch, and so its cost is the driver's, not a
+ * stand-in's dynamic TLS lookup. */
+__thread struct CUctx_st *sim_cur __attribute__((tls_model("initial-exec")));
 static int inited;
 static struct CUctx_st primary[SIM_MAX_DEV];
 static int primary_refs[SIM_MAX_DEV];

@@ -65,7 +65,7 @@ struct CUmipmappedArray_st {
     uint64_t bytes;
 };
 
-extern __thread struct CUctx_st *sim_cur;
+extern __thread struct CUctx_st *sim_cur __attribute__((tls_model("initial-exec")));
 /* A context goes away (destroy, primary release to zero, reset): what its limits reserved
  * goes back to the card and they return to their defaults (simcuda_share.c). */
 void sim_ctx_limits_drop(struct CUctx_st *c);

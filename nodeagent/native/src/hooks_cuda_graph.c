@@ -56,6 +56,9 @@ static void edit_begin(void) {
 
 static void edit_end(void) { atomic_flag_clear_explicit(&edit_lock, memory_order_release); }
 
+void tr_graph_edit_begin(void) { edit_begin(); }
+void tr_graph_edit_end(void) { edit_end(); }
+
 static CUgraphNode *walk_buf; /* under edit_lock: one stack of node lists for the whole walk */
 static size_t walk_cap, walk_top, walk_need;
 

@@ -246,7 +246,14 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t size, CUmemoryPool pool, C
         /* A graph memory node: taken when the graph is uploaded or launched, and charged
          * then (hooks_cuda_graph.c). One larger than the whole slice can never run. */
         if (size > tr_cfg.devices[dev].memory_bytes) return CUDA_ERROR_OUT_OF_MEMORY;
-        return call_alloc_async(dptr, size, pool, s, id, from_pool);
+        /* The node lands in the capture's graph, which (cuStreamBeginCaptureToGraph) may be
+         * one another thread is instantiating: wait for its read like any node adder. */
+        tr_graph_edit_begin();
+        tr_guard++;
+        CUresult r = call_alloc_async(dptr, size, pool, s, id, from_pool);
+        tr_guard--;
+        tr_graph_edit_end();
+        return r;
     }
     pthread_mutex_lock(&pool_mu);
     int pdev = rec->has_charge ? rec->dev : -1;

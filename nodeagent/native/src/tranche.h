@@ -86,6 +86,10 @@ typedef struct {
     uint64_t need[TR_MAX_DEVICES];
 } tr_commit_t;
 CUresult tr_graph_commit_begin(CUgraphExec e, tr_commit_t *c);
+/* Held around any call that adds a node to a graph (a captured async allocation included:
+ * capture may target an existing graph another thread instantiates). */
+void tr_graph_edit_begin(void);
+void tr_graph_edit_end(void);
 void tr_graph_commit_end(tr_commit_t *c, CUresult r);
 /* A context went away (hooks_cuda_ctx.c): per-thread context caches must look again, since
  * its address may come back as another device's context. */

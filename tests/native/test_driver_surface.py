@@ -79,3 +79,17 @@ def test_an_exec_update_that_grows_its_allocations_is_charged(any_box: GpuBox, h
     # launch 4 MiB; update; launch refused beside 40 MiB held; after the free it fits.
     assert codes == [0, 0, OOM, 0]
     assert phys <= SLICE
+
+
+@pytest.mark.parametrize("how", HOWS)
+def test_child_graphs_hold_no_memory_nodes_but_their_later_nodes_are_charged(
+    any_box: GpuBox, how: str
+) -> None:
+    """The driver embeds and clones only graphs without memory nodes (simgpu as documented);
+    an allocation node added to an embedded child's own graph afterwards is read by the
+    core's walk at instantiation like any other."""
+    codes, phys, _ = _run(any_box, "childgraph", how)
+    # embed a 4 MiB graph: refused (1); clone it: refused (801); launch with 40 MiB held: OOM;
+    # freed: it fits.
+    assert codes == [1, NOT_SUPPORTED, OOM, 0]
+    assert phys <= SLICE

@@ -11,6 +11,9 @@
  *   pool       cuMemPoolExportToShareableHandle and cuMemPoolExportPointer on the default pool
  *   execupdate an exec instantiated from a graph allocating 4 MiB and launched, 40 MiB held,
  *              then updated (cuGraphExecUpdate_v2) from a graph allocating 40 MiB and launched
+ *   childgraph a graph allocating 4 MiB embedded as a child and cloned (the driver refuses
+ *              both); then 48 MiB added to an embedded child's own graph, 40 MiB held, the
+ *              parent launched; freed, launched again
  * Prints "RESULT codes=<CUresults> phys=<bytes this process holds on device 0 by NVML, at the
  * fullest point>".
  */
@@ -185,6 +188,34 @@ int main(int argc, char **argv) {
         look();
         CHECK(cuMemFree_v2(p));
         RECORD(cuGraphLaunch(e, NULL)); /* 4 + 40 fits */
+        cuStreamSynchronize(NULL);
+        look();
+    } else if (!strcmp(what, "childgraph")) {
+        CUgraph alloc4, clone, parent, empty, embedded;
+        CUgraphNode node;
+        CUgraphExec e;
+        if (graph_with_alloc(&alloc4, 4 * MiB, dev)) return 1;
+        CHECK(cuGraphCreate(&parent, 0));
+        RECORD(cuGraphAddChildGraphNode(&node, parent, NULL, 0, alloc4));
+        RECORD(cuGraphClone(&clone, alloc4));
+        CHECK(cuGraphCreate(&empty, 0));
+        CHECK(cuGraphAddChildGraphNode(&node, parent, NULL, 0, empty));
+        CHECK(cuGraphChildGraphNodeGetGraph(node, &embedded));
+        CUDA_MEM_ALLOC_NODE_PARAMS ap;
+        memset(&ap, 0, sizeof ap);
+        ap.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+        ap.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        ap.poolProps.location.id = dev;
+        ap.bytesize = 48 * MiB;
+        CUgraphNode an;
+        CHECK(cuGraphAddMemAllocNode(&an, embedded, NULL, 0, &ap));
+        CHECK(cuMemAlloc_v2(&p, 40 * MiB));
+        CHECK(cuGraphInstantiateWithFlags(&e, parent, 0));
+        RECORD(cuGraphLaunch(e, NULL)); /* 4 + 40 + 48 > 64 */
+        cuStreamSynchronize(NULL);
+        look();
+        CHECK(cuMemFree_v2(p));
+        RECORD(cuGraphLaunch(e, NULL)); /* 4 + 48 fits */
         cuStreamSynchronize(NULL);
         look();
     } else {

@@ -110,3 +110,23 @@ def test_every_launch_api_is_metered(box: GpuBox) -> None:
     assert abs(dev.compute_used_ns - device_ns) < 0.05 * device_ns
     # Half the device: the run takes about twice its device time (less the 10 ms burst).
     assert int(fields[4]) >= 2 * device_ns - 25_000_000
+
+
+def test_launches_of_threads_that_ended_are_in_the_region(box: GpuBox) -> None:
+    """Each thread counts its launches and charged time locally (no shared read-modify-write
+    on the launch path): a thread that ends hands them to the region, so the figures the agent
+    reads are whole while the process still runs. 4 threads x 100 launches of 200 us at 50 %."""
+    c = box.container("threads", [(0, 1 * GiB, 50)])
+    p = box.start(c, "threads", "4", "100", "200000")
+    try:
+        assert p.stdout is not None
+        line = p.stdout.readline()
+        assert line.split() == ["threads", "launched", "400"], line + (
+            p.stderr.read() if p.stderr else ""
+        )
+        dev = region.read_region(c.region_dir).devices[0]
+        assert dev.launches == 400
+        device_ns = 400 * 200_000
+        assert abs(dev.compute_used_ns - device_ns) < 0.1 * device_ns, dev.compute_used_ns
+    finally:
+        p.communicate(timeout=30)

@@ -1,7 +1,12 @@
 /*
  * Per-call cost of the hooked driver calls: run once plainly and once with libtranche.so
  * preloaded; bench/native_overhead.py runs both side by side and subtracts. Prints one
- * "name ns_per_call" line per measured call (median of several rounds).
+ * "name ns_per_call" line per measured call (median of several rounds). Usage:
+ *   overhead [ITERS] [wall|cpu]
+ * cpu (the default) times each round by the thread's CPU clock: on a machine shared with
+ * other work, time the thread spends descheduled is not the call's cost, and neither is time
+ * the compute meter deliberately makes a launch sleep for budget (its system calls still
+ * count). wall times by CLOCK_MONOTONIC.
  */
 #define _GNU_SOURCE
 #define __CUDA_API_VERSION_INTERNAL 1
@@ -9,11 +14,14 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
+
+static clockid_t clock_id = CLOCK_THREAD_CPUTIME_ID;
 
 static uint64_t now_ns(void) {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(clock_id, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
@@ -34,6 +42,7 @@ static int cmp(const void *a, const void *b) {
 
 int main(int argc, char **argv) {
     int iters = argc > 1 ? atoi(argv[1]) : 200000;
+    if (argc > 2 && strcmp(argv[2], "wall") == 0) clock_id = CLOCK_MONOTONIC;
     CUdevice dev;
     CUcontext ctx;
     CUmodule mod;

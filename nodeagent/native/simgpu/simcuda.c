@@ -14,7 +14,10 @@
 
 #include "simcuda.h"
 
-__thread struct CUctx_st *sim_cur;
+/* Initial-exec TLS, as a real driver's current context is a plain thread-local read: the
+ * interception core asks for it on every launch, and so its cost is the driver's, not a
+ * stand-in's dynamic TLS lookup. */
+__thread struct CUctx_st *sim_cur __attribute__((tls_model("initial-exec")));
 static int inited;
 static struct CUctx_st primary[SIM_MAX_DEV];
 static int primary_refs[SIM_MAX_DEV];
@@ -155,7 +158,10 @@ SIM_API CUresult cuDevicePrimaryCtxRelease_v2(CUdevice d) {
     NEED_INIT();
     VALID_DEV(d);
     if (primary_refs[d] == 0) return CUDA_ERROR_INVALID_CONTEXT;
-    if (--primary_refs[d] == 0) sim_mem_give(d, sim_cfg[d].context_bytes);
+    if (--primary_refs[d] == 0) {
+        sim_mem_give(d, sim_cfg[d].context_bytes);
+        sim_ctx_limits_drop(&primary[d]);
+    }
     return CUDA_SUCCESS;
 }
 
@@ -163,6 +169,7 @@ SIM_API CUresult cuDevicePrimaryCtxReset_v2(CUdevice d) {
     NEED_INIT();
     VALID_DEV(d);
     if (primary_refs[d] > 0) sim_mem_give(d, sim_cfg[d].context_bytes);
+    sim_ctx_limits_drop(&primary[d]);
     primary_refs[d] = 0;
     return CUDA_SUCCESS;
 }
@@ -225,6 +232,7 @@ SIM_API CUresult cuCtxDestroy_v2(CUcontext c) {
     if (!c || c->primary) return CUDA_ERROR_INVALID_CONTEXT;
     sim_sleep_until(atomic_load(&c->tail));
     sim_mem_give(c->dev, sim_cfg[c->dev].context_bytes);
+    sim_ctx_limits_drop(c);
     if (sim_cur == c) sim_cur = NULL;
     ctx_delete(c);
     return CUDA_SUCCESS;

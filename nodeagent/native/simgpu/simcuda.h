@@ -14,6 +14,8 @@ struct CUctx_st {
     int dev;
     int primary;
     _Atomic uint64_t tail; /* end of the latest work queued from this context */
+    size_t limits[5];      /* cuCtxSetLimit values (0: the default), see simcuda_share.c */
+    uint64_t limit_bytes;  /* device memory those limits reserve beyond the defaults */
 };
 
 struct CUevent_st {
@@ -63,7 +65,10 @@ struct CUmipmappedArray_st {
     uint64_t bytes;
 };
 
-extern __thread struct CUctx_st *sim_cur;
+extern __thread struct CUctx_st *sim_cur __attribute__((tls_model("initial-exec")));
+/* A context goes away (destroy, primary release to zero, reset): what its limits reserved
+ * goes back to the card and they return to their defaults (simcuda_share.c). */
+void sim_ctx_limits_drop(struct CUctx_st *c);
 int sim_ready(void);
 struct CUstream_st *sim_stream(CUstream s);
 CUresult sim_check_ctx(void);
@@ -71,6 +76,8 @@ CUresult sim_check_ctx(void);
 /* Host-backed device memory (simcuda_mem.c). */
 void *sim_host_map(uint64_t size);
 void sim_host_unmap(void *p, uint64_t size);
+/* Size and device of the live allocation starting at p (cuMemAlloc family); 0, or -1. */
+int sim_alloc_size(uint64_t p, uint64_t *size, int *dev);
 /* Run a "kernel" on stream s (simcuda.c); on a capturing stream it becomes a kernel node. */
 CUresult sim_run_kernel(CUstream s, void **params);
 /* Stream capture (simcuda_graph.c): an async allocation or free on a capturing stream becomes

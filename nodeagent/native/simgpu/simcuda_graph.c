@@ -29,6 +29,7 @@ struct sim_node {
     CUgraphNodeType type;
     CUDA_MEM_ALLOC_NODE_PARAMS alloc; /* MEM_ALLOC */
     uint64_t dur;                     /* KERNEL */
+    CUgraph child;                    /* GRAPH: the embedded copy */
     struct sim_node *next;
 };
 
@@ -158,18 +159,25 @@ SIM_API CUresult cuGraphMemAllocNodeGetParams(CUgraphNode node, CUDA_MEM_ALLOC_N
 
 /* ---- Executable graphs and the graph memory pool. */
 
+/* Caller holds gmu: add up what g (and the child graphs embedded in it) allocates and runs. */
+static void tally(CUgraph g, struct CUgraphExec_st *x, int depth) {
+    for (struct sim_node *n = ((struct sim_graph *)g)->head; n && depth < 16; n = n->next) {
+        if (n->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC)
+            x->bytes[n->alloc.poolProps.location.id] += n->alloc.bytesize;
+        else if (n->type == CU_GRAPH_NODE_TYPE_KERNEL)
+            x->dur += n->dur;
+        else if (n->type == CU_GRAPH_NODE_TYPE_GRAPH && n->child)
+            tally(n->child, x, depth + 1);
+    }
+}
+
 static CUresult instantiate(CUgraphExec *e, CUgraph g) {
     if (!e || !g) return CUDA_ERROR_INVALID_VALUE;
     struct CUgraphExec_st *x = calloc(1, sizeof *x);
     if (!x) return CUDA_ERROR_OUT_OF_MEMORY;
     x->dur = 10000;
     pthread_mutex_lock(&gmu);
-    for (struct sim_node *n = ((struct sim_graph *)g)->head; n; n = n->next) {
-        if (n->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC)
-            x->bytes[n->alloc.poolProps.location.id] += n->alloc.bytesize;
-        else if (n->type == CU_GRAPH_NODE_TYPE_KERNEL)
-            x->dur += n->dur;
-    }
+    tally(g, x, 0);
     pthread_mutex_unlock(&gmu);
     *e = x;
     return CUDA_SUCCESS;
@@ -362,4 +370,103 @@ CUresult sim_capture_free(struct CUstream_st *st, CUdeviceptr p) {
 void sim_capture_kernel(struct CUstream_st *st, uint64_t dur) {
     struct sim_node *n = add(st->capture, CU_GRAPH_NODE_TYPE_KERNEL);
     if (n) n->dur = dur;
+}
+
+/* Permissive reading of the driver documentation: a topologically identical graph's node
+ * parameters replace the exec's, allocation sizes included (a backed exec is backed afresh at
+ * its next upload or launch), so the tests show the core refusing an update that grows them. */
+static CUresult exec_update(CUgraphExec e, CUgraph g, CUgraphExecUpdateResult *res) {
+    *res = CU_GRAPH_EXEC_UPDATE_ERROR;
+    if (!e || !g) return CUDA_ERROR_INVALID_VALUE;
+    struct CUgraphExec_st fresh = {.dur = 10000};
+    pthread_mutex_lock(&gmu);
+    tally(g, &fresh, 0);
+    if (e->mapped)
+        for (int d = 0; d < sim_ndev; d++) gpool[d].used -= e->bytes[d];
+    memcpy(e->bytes, fresh.bytes, sizeof e->bytes);
+    e->dur = fresh.dur;
+    e->mapped = 0;
+    pthread_mutex_unlock(&gmu);
+    *res = CU_GRAPH_EXEC_UPDATE_SUCCESS;
+    return CUDA_SUCCESS;
+}
+
+SIM_API CUresult cuGraphExecUpdate_v2(CUgraphExec e, CUgraph g, CUgraphExecUpdateResultInfo *info) {
+    CUgraphExecUpdateResult res;
+    CUresult r = exec_update(e, g, &res);
+    if (info) *info = (CUgraphExecUpdateResultInfo){.result = res};
+    return r;
+}
+
+SIM_API CUresult cuGraphExecUpdate(CUgraphExec e, CUgraph g, CUgraphNode *err,
+                                   CUgraphExecUpdateResult *res) {
+    CUgraphExecUpdateResult tmp;
+    if (err) *err = NULL;
+    return exec_update(e, g, res ? res : &tmp);
+}
+
+/* ---- Child graphs and clones, as the driver documents them: a graph holding memory
+ * (allocation or free) or conditional nodes can be neither embedded nor cloned; embedding
+ * clones the child. Nodes may still be added to the embedded copy afterwards (through
+ * cuGraphChildGraphNodeGetGraph; the permissive reading), so the tests show the core reading
+ * child graphs at instantiation. */
+
+static int holds_memory(CUgraph g, int depth) {
+    for (struct sim_node *n = ((struct sim_graph *)g)->head; n; n = n->next)
+        if (n->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC || n->type == CU_GRAPH_NODE_TYPE_MEM_FREE ||
+            n->type == CU_GRAPH_NODE_TYPE_CONDITIONAL ||
+            (n->type == CU_GRAPH_NODE_TYPE_GRAPH && n->child &&
+             (depth > 16 || holds_memory(n->child, depth + 1))))
+            return 1;
+    return 0;
+}
+
+/* Caller holds gmu; g holds no memory nodes. */
+static CUgraph copy_graph(CUgraph g) {
+    struct sim_graph *c = calloc(1, sizeof *c);
+    if (!c) return NULL;
+    for (struct sim_node *n = ((struct sim_graph *)g)->head; n; n = n->next) {
+        struct sim_node *m = calloc(1, sizeof *m);
+        if (!m) break;
+        *m = *n;
+        m->next = NULL;
+        if (n->type == CU_GRAPH_NODE_TYPE_GRAPH && n->child) m->child = copy_graph(n->child);
+        if (c->tail) c->tail->next = m;
+        else c->head = m;
+        c->tail = m;
+        c->count++;
+    }
+    return (CUgraph)c;
+}
+
+SIM_API CUresult cuGraphClone(CUgraph *out, CUgraph g) {
+    if (!out || !g) return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&gmu);
+    CUresult r = holds_memory(g, 0) ? CUDA_ERROR_NOT_SUPPORTED : CUDA_SUCCESS;
+    if (r == CUDA_SUCCESS && !(*out = copy_graph(g))) r = CUDA_ERROR_OUT_OF_MEMORY;
+    pthread_mutex_unlock(&gmu);
+    return r;
+}
+
+SIM_API CUresult cuGraphAddChildGraphNode(CUgraphNode *node, CUgraph g, const CUgraphNode *deps,
+                                          size_t ndeps, CUgraph child) {
+    (void)deps, (void)ndeps;
+    if (!node || !g || !child) return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&gmu);
+    CUgraph copy = holds_memory(child, 0) ? NULL : copy_graph(child);
+    pthread_mutex_unlock(&gmu);
+    if (!copy) return CUDA_ERROR_INVALID_VALUE;
+    struct sim_node *n = add(g, CU_GRAPH_NODE_TYPE_GRAPH);
+    if (!n) return CUDA_ERROR_OUT_OF_MEMORY;
+    n->child = copy;
+    *node = (CUgraphNode)n;
+    return CUDA_SUCCESS;
+}
+
+SIM_API CUresult cuGraphChildGraphNodeGetGraph(CUgraphNode node, CUgraph *g) {
+    struct sim_node *n = (struct sim_node *)node;
+    if (!n || !g || n->type != CU_GRAPH_NODE_TYPE_GRAPH || !n->child)
+        return CUDA_ERROR_INVALID_VALUE;
+    *g = n->child;
+    return CUDA_SUCCESS;
 }

@@ -134,6 +134,7 @@ SIM_API CUresult cuGreenCtxDestroy(CUgreenCtx g) {
     if (!g) return CUDA_ERROR_INVALID_HANDLE;
     sim_sleep_until(atomic_load(&g->ctx.tail));
     sim_mem_give(g->ctx.dev, sim_cfg[g->ctx.dev].context_bytes);
+    sim_ctx_limits_drop(&g->ctx);
     free(g);
     return CUDA_SUCCESS;
 }

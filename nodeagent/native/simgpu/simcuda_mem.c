@@ -6,9 +6,11 @@
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "simcuda.h" /* first: it sets up cuda.h */
@@ -51,6 +53,15 @@ static alloc_t *forget(uint64_t p) {
     if (a) *pp = a->next;
     pthread_mutex_unlock(&mu);
     return a;
+}
+
+int sim_alloc_size(uint64_t p, uint64_t *size, int *dev) {
+    pthread_mutex_lock(&mu);
+    alloc_t *a = buckets[bucket(p)];
+    while (a && a->ptr != p) a = a->next;
+    if (a) *size = a->size, *dev = a->dev;
+    pthread_mutex_unlock(&mu);
+    return a ? 0 : -1;
 }
 
 #define SMALL_ALLOC (1ull << 20)
@@ -336,7 +347,9 @@ typedef struct {
     int fd, dev; /* dev -1: host memory */
     uint64_t size;
     int maps, released;
-    int refs; /* handles held: cuMemCreate and each cuMemRetainAllocationHandle */
+    int refs; /* handles held: cuMemCreate, each cuMemRetainAllocationHandle and import */
+    int types;    /* requestedHandleTypes at creation: what it may be exported as */
+    int borrowed; /* imported from another process: that process holds the memory */
 } vmm_t;
 
 typedef struct {
@@ -347,9 +360,17 @@ typedef struct {
 static vmm_map_t vmaps[4096];
 static size_t nvmaps;
 
+#define MAX_VMM_LIVE 4096
+static vmm_t *vmm_live[MAX_VMM_LIVE]; /* handles made here, for same-process imports */
+static pthread_mutex_t live_mu = PTHREAD_MUTEX_INITIALIZER; /* taken alone or inside mu */
+
 static void vmm_drop(vmm_t *v) {
+    pthread_mutex_lock(&live_mu);
+    for (size_t i = 0; i < MAX_VMM_LIVE; i++)
+        if (vmm_live[i] == v) vmm_live[i] = NULL;
+    pthread_mutex_unlock(&live_mu);
     close(v->fd);
-    if (v->dev >= 0) sim_mem_give(v->dev, v->size);
+    if (v->dev >= 0 && !v->borrowed) sim_mem_give(v->dev, v->size);
     free(v);
 }
 
@@ -385,11 +406,21 @@ SIM_API CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t size,
     v->dev = dev;
     v->refs = 1;
     v->size = size;
-    v->fd = memfd_create("simgpu-vmm", MFD_CLOEXEC);
+    v->types = (int)prop->requestedHandleTypes;
+    char name[32];
+    snprintf(name, sizeof name, "simgpu-vmm-dev%d", dev);
+    v->fd = memfd_create(name, MFD_CLOEXEC);
     if (v->fd < 0 || ftruncate(v->fd, (off_t)size) != 0) {
         vmm_drop(v);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
+    pthread_mutex_lock(&live_mu);
+    for (size_t i = 0; i < MAX_VMM_LIVE; i++)
+        if (!vmm_live[i]) {
+            vmm_live[i] = v;
+            break;
+        }
+    pthread_mutex_unlock(&live_mu);
     *h = (CUmemGenericAllocationHandle)(uintptr_t)v;
     return CUDA_SUCCESS;
 }
@@ -422,6 +453,64 @@ SIM_API CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *h, vo
     }
     pthread_mutex_unlock(&mu);
     return v ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* Export as a file descriptor (a dup of the handle's memfd), only if it was created asking
+ * for that type, as a real driver. Importing it in the same process retains the same
+ * allocation (refcounted like cuMemRetainAllocationHandle: the memory stays while any handle
+ * or mapping holds it); in another process it yields a handle over the exporter's memory,
+ * which that process keeps holding (SIMULATED: no cross-process reference count). */
+SIM_API CUresult cuMemExportToShareableHandle(void *out, CUmemGenericAllocationHandle h,
+                                              CUmemAllocationHandleType type,
+                                              unsigned long long flags) {
+    (void)flags;
+    vmm_t *v = (vmm_t *)(uintptr_t)h;
+    if (!sim_ready()) return CUDA_ERROR_NOT_INITIALIZED;
+    if (!out || !v || v->released) return CUDA_ERROR_INVALID_VALUE;
+    if (type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR || !(v->types & (int)type))
+        return CUDA_ERROR_NOT_SUPPORTED;
+    int fd = dup(v->fd);
+    if (fd < 0) return CUDA_ERROR_OUT_OF_MEMORY;
+    *(int *)out = fd;
+    return CUDA_SUCCESS;
+}
+
+static vmm_t *vmm_by_inode(ino_t ino) {
+    for (size_t i = 0; i < MAX_VMM_LIVE; i++) {
+        struct stat st;
+        if (vmm_live[i] && fstat(vmm_live[i]->fd, &st) == 0 && st.st_ino == ino)
+            return vmm_live[i];
+    }
+    return NULL;
+}
+
+SIM_API CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *h, void *os,
+                                                CUmemAllocationHandleType type) {
+    if (!sim_ready()) return CUDA_ERROR_NOT_INITIALIZED;
+    int fd = (int)(intptr_t)os;
+    struct stat st;
+    if (!h || type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR || fstat(fd, &st) != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&mu);
+    pthread_mutex_lock(&live_mu);
+    vmm_t *v = vmm_by_inode(st.st_ino);
+    pthread_mutex_unlock(&live_mu);
+    if (v) {
+        v->refs++;
+        v->released = 0;
+    }
+    pthread_mutex_unlock(&mu);
+    if (!v) {
+        char link[64], target[128];
+        snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+        ssize_t n = readlink(link, target, sizeof target - 1);
+        const char *d = n > 0 ? (target[n] = '\0', strstr(target, "simgpu-vmm-dev")) : NULL;
+        if (!d || !(v = calloc(1, sizeof *v))) return CUDA_ERROR_INVALID_VALUE;
+        *v = (vmm_t){.fd = dup(fd), .dev = atoi(d + strlen("simgpu-vmm-dev")),
+                     .size = (uint64_t)st.st_size, .refs = 1, .borrowed = 1};
+    }
+    *h = (CUmemGenericAllocationHandle)(uintptr_t)v;
+    return CUDA_SUCCESS;
 }
 
 SIM_API CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t align,

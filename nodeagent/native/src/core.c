@@ -63,7 +63,7 @@ static void do_resolve(void) {
 void tr_resolve(void) { pthread_once(&resolve_once, do_resolve); }
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
-static _Atomic int init_ok; /* read lock-free on every hooked call */
+_Atomic int tr_init_ok; /* read lock-free on every hooked call (tr_ready in tranche.h) */
 static char init_err[512];
 
 const char *tr_init_error(void) { return init_err; }
@@ -77,9 +77,9 @@ static void do_init(void) {
         if (tr_region_open(tr_region_dir(), &tr_cfg, err, sizeof err) != 0)
             snprintf(init_err, sizeof init_err, "shared region: %s", err);
         else
-            init_ok = 1;
+            tr_init_ok = 1;
     }
-    if (init_ok) {
+    if (tr_init_ok) {
         pthread_atfork(NULL, NULL, tr_region_after_fork);
     } else {
         /* Once per process, never on a hot path: the tenant must learn why there is no GPU. */
@@ -90,7 +90,7 @@ static void do_init(void) {
 
 void tr_refuse_after_fork(const char *why) {
     /* Runs in the atfork child handler: no stdio, no locks. */
-    atomic_store(&init_ok, 0);
+    atomic_store(&tr_init_ok, 0);
     size_t n = 0;
     const char *parts[] = {"tranche: GPU access refused in this forked process (", why,
                            "); no GPU is available to it. Contact the platform operator.\n"};
@@ -101,12 +101,11 @@ void tr_refuse_after_fork(const char *why) {
     }
 }
 
-int tr_ready(void) {
-    if (TR_LIKELY(atomic_load_explicit(&init_ok, memory_order_acquire))) return 1;
+int tr_ready_slow(void) {
     tr_guard++;
     pthread_once(&init_once, do_init);
     tr_guard--;
-    return atomic_load(&init_ok);
+    return atomic_load(&tr_init_ok);
 }
 
 /* The core's own clock and sleep are raw system calls, never libc's clock_gettime/nanosleep:
@@ -171,21 +170,19 @@ int tr_dev_index(CUdevice dev) {
     return idx;
 }
 
-/* Per-thread cache of the current context's slice index. A context's address can come back
- * as another device's context once it is destroyed, so the cache is also keyed by the count of
- * contexts gone (bumped by every destroy, release to zero and reset). */
-static __thread CUcontext cached_ctx __attribute__((tls_model("initial-exec")));
-static __thread int cached_idx __attribute__((tls_model("initial-exec")));
-static __thread uint64_t cached_epoch __attribute__((tls_model("initial-exec")));
-static _Atomic uint64_t ctx_epoch = 1;
+/* The per-thread cache of the current context's slice index (its fast path is inline in
+ * tranche.h); this is the lookup on a miss. */
+__thread CUcontext tr_cached_ctx __attribute__((tls_model("initial-exec")));
+__thread int tr_cached_idx __attribute__((tls_model("initial-exec")));
+__thread uint64_t tr_cached_epoch __attribute__((tls_model("initial-exec")));
+_Atomic uint64_t tr_ctx_epoch = 1;
+#define cached_ctx tr_cached_ctx
+#define cached_idx tr_cached_idx
+#define cached_epoch tr_cached_epoch
 
-void tr_ctx_gone(void) { atomic_fetch_add_explicit(&ctx_epoch, 1, memory_order_release); }
+void tr_ctx_gone(void) { atomic_fetch_add_explicit(&tr_ctx_epoch, 1, memory_order_release); }
 
-int tr_current_dev_index(void) {
-    uint64_t epoch = atomic_load_explicit(&ctx_epoch, memory_order_acquire);
-    CUcontext ctx = NULL;
-    if (REAL_FN(cuCtxGetCurrent)(&ctx) != CUDA_SUCCESS || !ctx) return -2;
-    if (TR_LIKELY(ctx == cached_ctx && epoch == cached_epoch)) return cached_idx;
+int tr_current_dev_index_slow(CUcontext ctx, uint64_t epoch) {
     CUdevice dev;
     if (REAL_FN(cuCtxGetDevice)(&dev) != CUDA_SUCCESS) return -1;
     cached_idx = tr_dev_index(dev);

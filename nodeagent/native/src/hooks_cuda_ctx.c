@@ -129,6 +129,7 @@ TR_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
         uint64_t size;
         if (tr_track_take(TR_K_CTX, (uint64_t)dev, &idx, &size) == 0 && size)
             tr_mem_release(idx, size);
+        tr_ctx_limits_forget((uint64_t)dev);
     }
     pthread_mutex_unlock(&ctx_mu);
     return r;
@@ -148,6 +149,7 @@ TR_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
         primary_refs[dev] = 0;
         if (tr_track_take(TR_K_CTX, (uint64_t)dev, &idx, &size) == 0 && size)
             tr_mem_release(idx, size);
+        tr_ctx_limits_forget((uint64_t)dev);
     }
     pthread_mutex_unlock(&ctx_mu);
     return r;
@@ -241,6 +243,7 @@ static CUresult ctx_destroy(CUresult (*destroy)(void *), void *handle, int green
     if (r == CUDA_SUCCESS && tr_track_take(TR_K_CTX, ctx_key(handle, green), &idx, &size) == 0 &&
         size)
         tr_mem_release(idx, size);
+    if (r == CUDA_SUCCESS) tr_ctx_limits_forget(ctx_key(handle, green));
     return r;
 }
 

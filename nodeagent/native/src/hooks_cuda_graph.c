@@ -56,6 +56,9 @@ static void edit_begin(void) {
 
 static void edit_end(void) { atomic_flag_clear_explicit(&edit_lock, memory_order_release); }
 
+void tr_graph_edit_begin(void) { edit_begin(); }
+void tr_graph_edit_end(void) { edit_end(); }
+
 static CUgraphNode *walk_buf; /* under edit_lock: one stack of node lists for the whole walk */
 static size_t walk_cap, walk_top, walk_need;
 
@@ -389,6 +392,82 @@ TR_EXPORT CUresult cuDeviceGraphMemTrim(CUdevice dev) {
     }
     pthread_mutex_unlock(&graph_mu);
     return r;
+}
+
+/* ---- cuGraphExecUpdate gives an exec the node parameters of another graph: what it
+ * allocates is read from that graph under edit_lock like an instantiation, and replaces the
+ * exec's record once the driver has updated it, so the next upload or launch reserves what the
+ * new allocation nodes need (at 7382faa an update grew an exec's allocations unseen). */
+static CUresult exec_update(CUgraphExec e, CUgraph g, CUresult (*call)(void *), void *arg) {
+    if (tr_guard) return call(arg);
+    if (!tr_ready()) return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult err = CUDA_SUCCESS;
+    gexec_t *spare = NULL;
+    gexec_t *x = g ? graph_memory(g, &err, &spare) : NULL;
+    if (g && err != CUDA_SUCCESS) {
+        edit_end();
+        free(spare);
+        return err;
+    }
+    pthread_mutex_lock(&graph_mu); /* no launch of e between the update and the new record */
+    tr_guard++;
+    CUresult r = call(arg);
+    tr_guard--;
+    if (g) edit_end();
+    int unused;
+    uint64_t v;
+    gexec_t *old = tr_track_get(TR_K_GEXEC, (uint64_t)(uintptr_t)e, &unused, &v) == 0
+                       ? (gexec_t *)(uintptr_t)v
+                       : NULL;
+    if (r == CUDA_SUCCESS && old) {
+        if (x) *old = *x;
+        else memset(old->bytes, 0, sizeof old->bytes);
+        old->mapped_gen = 0; /* re-checked at the next upload or launch */
+    } else if (r == CUDA_SUCCESS && x) {
+        x->mapped_gen = 0;
+        atomic_fetch_add(&live_execs, 1);
+        tr_track_put(TR_K_GEXEC, (uint64_t)(uintptr_t)e, 0, (uint64_t)(uintptr_t)x);
+        x = NULL;
+    }
+    pthread_mutex_unlock(&graph_mu);
+    free(spare);
+    free(x);
+    return r;
+}
+
+typedef struct {
+    CUgraphExec e;
+    CUgraph g;
+    CUgraphNode *err_node;
+    CUgraphExecUpdateResult *res;
+    CUgraphExecUpdateResultInfo *info;
+} update_args_t;
+
+static CUresult call_update_v1(void *arg) {
+    update_args_t *a = arg;
+    return REAL_FN(cuGraphExecUpdate)(a->e, a->g, a->err_node, a->res);
+}
+
+static CUresult call_update_v2(void *arg) {
+    update_args_t *a = arg;
+    return REAL_FN(cuGraphExecUpdate_v2)(a->e, a->g, a->info);
+}
+
+TR_EXPORT CUresult cuGraphExecUpdate(CUgraphExec hGraphExec, CUgraph hGraph,
+                                     CUgraphNode *hErrorNode_out,
+                                     CUgraphExecUpdateResult *updateResult_out) {
+    update_args_t a = {hGraphExec, hGraph, hErrorNode_out, updateResult_out, NULL};
+    tr_resolve();
+    if (!tr_real[TR_cuGraphExecUpdate]) return CUDA_ERROR_NOT_FOUND;
+    return exec_update(hGraphExec, hGraph, call_update_v1, &a);
+}
+
+TR_EXPORT CUresult cuGraphExecUpdate_v2(CUgraphExec hGraphExec, CUgraph hGraph,
+                                        CUgraphExecUpdateResultInfo *resultInfo) {
+    update_args_t a = {hGraphExec, hGraph, NULL, NULL, resultInfo};
+    tr_resolve();
+    if (!tr_real[TR_cuGraphExecUpdate_v2]) return CUDA_ERROR_NOT_FOUND;
+    return exec_update(hGraphExec, hGraph, call_update_v2, &a);
 }
 
 /* ---- Adding allocation nodes takes nothing; one on a device outside the slice, or larger

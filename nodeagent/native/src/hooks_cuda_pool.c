@@ -16,6 +16,7 @@
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 
 #include "charge.h"
 
@@ -31,8 +32,25 @@ static uint64_t pool_attr(CUmemoryPool pool, CUmemPool_attribute attr) {
 
 static uint64_t pool_key(CUmemoryPool pool) { return (uint64_t)(uintptr_t)pool; }
 
+/* What a pool is charged, found with its device (one lookup, cached per thread, on the hot
+ * path). Records are never freed: a thread's cache may still point at one whose pool was
+ * destroyed (destroys bump the epoch, so it is not used again). Read and written under
+ * pool_mu. */
+typedef struct {
+    int has_charge;
+    int dev;          /* the device the charge was made to */
+    uint64_t charged; /* the pool's reserved bytes when last settled */
+} pool_rec_t;
+
 static void remember_pool(CUmemoryPool pool, int dev) {
-    tr_track_put(TR_K_POOLDEV, pool_key(pool), dev, 0);
+    int old;
+    uint64_t v;
+    pthread_mutex_lock(&pool_mu);
+    pool_rec_t *rec = tr_track_get(TR_K_POOLDEV, pool_key(pool), &old, &v) == 0
+                          ? (pool_rec_t *)(uintptr_t)v
+                          : calloc(1, sizeof(pool_rec_t));
+    if (rec) tr_track_put(TR_K_POOLDEV, pool_key(pool), dev, (uint64_t)(uintptr_t)rec);
+    pthread_mutex_unlock(&pool_mu);
 }
 
 /* Per-thread cache of the last pool's device (a hot path: every async allocation asks). A
@@ -41,18 +59,26 @@ static _Atomic uint64_t pool_epoch = 1;
 static __thread CUmemoryPool cached_pool __attribute__((tls_model("initial-exec")));
 static __thread int cached_pool_dev __attribute__((tls_model("initial-exec")));
 static __thread uint64_t cached_pool_epoch __attribute__((tls_model("initial-exec")));
+static __thread pool_rec_t *cached_pool_rec __attribute__((tls_model("initial-exec")));
 
 /* Region device of a pool the program obtained through the core; -1 if unknown or outside
- * the slice, POOL_HOST for host memory. */
-static int pool_device(CUmemoryPool pool) {
+ * the slice, POOL_HOST for host memory. *rec (if asked) its charge record. */
+static int pool_device_rec(CUmemoryPool pool, pool_rec_t **rec) {
     uint64_t epoch = atomic_load_explicit(&pool_epoch, memory_order_acquire);
-    if (TR_LIKELY(pool == cached_pool && epoch == cached_pool_epoch)) return cached_pool_dev;
+    if (TR_LIKELY(pool == cached_pool && epoch == cached_pool_epoch)) {
+        if (rec) *rec = cached_pool_rec;
+        return cached_pool_dev;
+    }
     int dev;
-    uint64_t unused;
-    if (tr_track_get(TR_K_POOLDEV, pool_key(pool), &dev, &unused) != 0) return -1;
+    uint64_t v;
+    if (tr_track_get(TR_K_POOLDEV, pool_key(pool), &dev, &v) != 0) return -1;
     cached_pool = pool, cached_pool_dev = dev, cached_pool_epoch = epoch;
+    cached_pool_rec = (pool_rec_t *)(uintptr_t)v;
+    if (rec) *rec = cached_pool_rec;
     return dev;
 }
+
+static int pool_device(CUmemoryPool pool) { return pool_device_rec(pool, NULL); }
 
 static int location_device(const CUmemLocation *loc) {
     switch (loc->type) {
@@ -97,8 +123,11 @@ TR_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool) {
     int dev;
     uint64_t charged;
     if (r == CUDA_SUCCESS) {
-        if (tr_track_take(TR_K_POOL, pool_key(pool), &dev, &charged) == 0) tr_uncharge(dev, charged);
-        tr_track_take(TR_K_POOLDEV, pool_key(pool), &dev, &charged);
+        if (tr_track_take(TR_K_POOLDEV, pool_key(pool), &dev, &charged) == 0) {
+            pool_rec_t *rec = (pool_rec_t *)(uintptr_t)charged;
+            if (rec->has_charge) tr_uncharge(rec->dev, rec->charged);
+            rec->has_charge = 0;
+        }
         atomic_fetch_add_explicit(&pool_epoch, 1, memory_order_release);
     }
     pthread_mutex_unlock(&pool_mu);
@@ -108,22 +137,27 @@ TR_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool) {
 /* Caller holds pool_mu. Bring the pool's charge to what it holds now (never more than before:
  * growth is charged where it happens). */
 static void pool_settle_down(CUmemoryPool pool) {
-    int dev;
-    uint64_t charged;
-    if (tr_track_get(TR_K_POOL, pool_key(pool), &dev, &charged) != 0) return;
+    pool_rec_t *rec = NULL;
+    if (pool_device_rec(pool, &rec) == -1 || !rec || !rec->has_charge) return;
     uint64_t now = pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT);
-    if (now < charged) {
-        tr_uncharge(dev, charged - now);
-        tr_track_put(TR_K_POOL, pool_key(pool), dev, now);
+    if (now < rec->charged) {
+        tr_uncharge(rec->dev, rec->charged - now);
+        rec->charged = now;
     }
+}
+
+static void pool_record(pool_rec_t *rec, int dev, uint64_t charged) {
+    rec->has_charge = 1;
+    rec->dev = dev;
+    rec->charged = charged;
 }
 
 /* Caller holds pool_mu; `held` is what is charged for the pool right now (its recorded charge
  * plus any reservation in flight). Undo a growth the cap does not allow: the block `p` is freed,
  * the stream drained so the block is really free, and the pool trimmed back to what it held
  * before. What the driver still keeps is charged whatever the cap: it is on the card. */
-static void pool_undo_growth(CUmemoryPool pool, int dev, CUdeviceptr p, CUstream s,
-                             uint64_t before, uint64_t held) {
+static void pool_undo_growth(CUmemoryPool pool, pool_rec_t *rec, int dev, CUdeviceptr p,
+                             CUstream s, uint64_t before, uint64_t held) {
     tr_guard++;
     REAL_FN(cuMemFreeAsync)(p, s);
     REAL_FN(cuStreamSynchronize)(s);
@@ -131,7 +165,7 @@ static void pool_undo_growth(CUmemoryPool pool, int dev, CUdeviceptr p, CUstream
     tr_guard--;
     uint64_t now = pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT);
     tr_mem_settle(dev, held, now);
-    tr_track_put(TR_K_POOL, pool_key(pool), dev, now);
+    pool_record(rec, dev, now);
 }
 
 typedef CUresult (*pool_alloc_fn)(CUdeviceptr *, size_t, CUmemoryPool, CUstream);
@@ -201,9 +235,10 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t size, CUmemoryPool pool, C
         if (pool_device(pool) != tr_dev_index(cudev)) remember_pool(pool, tr_dev_index(cudev));
     }
     if (size == 0 || !pool) return call_alloc_async(dptr, size, pool, s, id, from_pool);
-    int dev = pool_device(pool);
+    pool_rec_t *rec = NULL;
+    int dev = pool_device_rec(pool, &rec);
     if (dev == POOL_HOST) return call_alloc_async(dptr, size, pool, s, id, from_pool);
-    if (dev < 0) return CUDA_ERROR_OUT_OF_MEMORY; /* a device outside the slice, or unknown */
+    if (dev < 0 || !rec) return CUDA_ERROR_OUT_OF_MEMORY; /* outside the slice, or unknown */
     CUresult err = CUDA_SUCCESS;
     int cap = capturing(rs, &err);
     if (cap < 0) return err;
@@ -211,12 +246,18 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t size, CUmemoryPool pool, C
         /* A graph memory node: taken when the graph is uploaded or launched, and charged
          * then (hooks_cuda_graph.c). One larger than the whole slice can never run. */
         if (size > tr_cfg.devices[dev].memory_bytes) return CUDA_ERROR_OUT_OF_MEMORY;
-        return call_alloc_async(dptr, size, pool, s, id, from_pool);
+        /* The node lands in the capture's graph, which (cuStreamBeginCaptureToGraph) may be
+         * one another thread is instantiating: wait for its read like any node adder. */
+        tr_graph_edit_begin();
+        tr_guard++;
+        CUresult r = call_alloc_async(dptr, size, pool, s, id, from_pool);
+        tr_guard--;
+        tr_graph_edit_end();
+        return r;
     }
     pthread_mutex_lock(&pool_mu);
-    int pdev = -1;
-    uint64_t charged = 0;
-    if (tr_track_get(TR_K_POOL, pool_key(pool), &pdev, &charged) != 0) charged = 0, pdev = -1;
+    int pdev = rec->has_charge ? rec->dev : -1;
+    uint64_t charged = rec->has_charge ? rec->charged : 0;
     /* Reserve the full size first (admission stays atomic), then settle to the pool's real
      * growth. Over the cap, the pool may still serve it from memory it already holds. */
     if (tr_mem_reserve(dev, size) != 0) {
@@ -233,7 +274,7 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t size, CUmemoryPool pool, C
             pthread_mutex_unlock(&pool_mu);
             return r;
         }
-        if (r == CUDA_SUCCESS) pool_undo_growth(pool, dev, *dptr, rs, charged, charged);
+        if (r == CUDA_SUCCESS) pool_undo_growth(pool, rec, dev, *dptr, rs, charged, charged);
         pthread_mutex_unlock(&pool_mu);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
@@ -243,7 +284,7 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t size, CUmemoryPool pool, C
     if (r == CUDA_SUCCESS && after > held) {
         /* The pool grew by more than asked (chunk rounding): charge the rest too. */
         if (tr_mem_reserve(dev, after - held) != 0) {
-            pool_undo_growth(pool, dev, *dptr, rs, charged, held);
+            pool_undo_growth(pool, rec, dev, *dptr, rs, charged, held);
             pthread_mutex_unlock(&pool_mu);
             return CUDA_ERROR_OUT_OF_MEMORY;
         }
@@ -251,7 +292,7 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t size, CUmemoryPool pool, C
     }
     uint64_t keep = after > charged ? after : charged;
     tr_mem_settle(dev, held, keep);
-    if (keep != charged || pdev != dev) tr_track_put(TR_K_POOL, pool_key(pool), dev, keep);
+    if (keep != charged || pdev != dev) pool_record(rec, dev, keep);
     if (r == CUDA_SUCCESS) tr_track_put(TR_K_ASYNC, *dptr, dev, pool_key(pool));
     pthread_mutex_unlock(&pool_mu);
     return r;
@@ -278,7 +319,10 @@ static CUresult free_async(CUdeviceptr dptr, CUstream s, int id) {
     if (!tr_ready()) return CUDA_ERROR_NOT_INITIALIZED;
     int dev;
     uint64_t v;
-    if (tr_track_get(TR_K_PTR, dptr, &dev, &v) == 0) { /* a cuMemAlloc'd pointer */
+    pthread_mutex_lock(&pool_mu);
+    int known = tr_track_take(TR_K_ASYNC, dptr, &dev, &v) == 0; /* the usual case first */
+    if (!known && tr_track_get(TR_K_PTR, dptr, &dev, &v) == 0) { /* a cuMemAlloc'd pointer */
+        pthread_mutex_unlock(&pool_mu);
         /* Captured, the free only happens when the graph runs, maybe never: the charge stays
          * (conservative; it is given back with the process). */
         CUresult err = CUDA_SUCCESS;
@@ -286,8 +330,6 @@ static CUresult free_async(CUdeviceptr dptr, CUstream s, int id) {
         if (cap != 0) return cap < 0 ? err : real(dptr, s);
         TR_CHARGED_FREE(TR_K_PTR, dptr, real(dptr, s));
     }
-    pthread_mutex_lock(&pool_mu);
-    int known = tr_track_take(TR_K_ASYNC, dptr, &dev, &v) == 0;
     tr_guard++;
     CUresult r = real(dptr, s);
     tr_guard--;

@@ -18,7 +18,8 @@
 
 #include "config.h"
 
-static tr_region_t *g_region;
+tr_region_t *tr_region_ptr;
+#define g_region tr_region_ptr
 /* Until the region is open nothing is charged, so the check passes; then it points at a
  * MADV_WIPEONFORK page holding 1, which the kernel hands to any child (fork(), or clone()
  * without the atfork handlers) as 0. */
@@ -31,7 +32,6 @@ static char g_path[4096]; /* region.bin, reopened by a forked child for a lock o
 /* Limits come from the read-only config, never from the tenant-writable region. */
 static uint64_t g_limit[TR_MAX_DEVICES];
 
-tr_region_t *tr_region(void) { return g_region; }
 int tr_region_slot(void) { return g_slot; }
 
 /* Open-file-description locks: they belong to our descriptor's open file, so a close() of
@@ -157,7 +157,9 @@ static int claim_slot(char *err, size_t errlen) {
         atomic_fetch_add(&s->generation, 1);
         atomic_store(&s->pid, (uint32_t)getpid());
         g_slot = i;
-        *tr_slot_owner = 1;
+        /* Nonzero, and different for every claim (generation and slot): per-thread state
+         * keyed by it (the compute meter's budget lease) is never taken for its parent's. */
+        *tr_slot_owner = (atomic_load(&s->generation) << 6) | (uint32_t)i | 1u << 31;
         return 0;
     }
     snprintf(err, errlen, "all %d process slots of the container's region are in use: at most "

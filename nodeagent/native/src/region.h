@@ -78,7 +78,8 @@ struct tr_config;
 
 /* Open (or create) the region in dir for cfg. Returns 0, or -1 with a message in err. */
 int tr_region_open(const char *dir, const struct tr_config *cfg, char *err, size_t errlen);
-tr_region_t *tr_region(void);
+extern tr_region_t *tr_region_ptr;
+static inline tr_region_t *tr_region(void) { return tr_region_ptr; }
 int tr_region_slot(void);
 /* Reclaim slots whose process is gone; returns bytes reclaimed over all devices. */
 uint64_t tr_region_reclaim_dead(void);

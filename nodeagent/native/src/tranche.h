@@ -6,6 +6,7 @@
 #define NVML_NO_UNVERSIONED_FUNC_DEFS 1
 #include <cuda.h>
 #include <nvml.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "config.h"
@@ -31,14 +32,27 @@ extern void *tr_real[TR_SYM_COUNT];
 extern __thread int tr_guard __attribute__((tls_model("initial-exec")));
 
 extern tr_config_t tr_cfg;
-/* 1 when config and region are in place; 0 means fail closed. Runs init on first use. */
-int tr_ready(void);
+/* 1 when config and region are in place; 0 means fail closed. Runs init on first use. The
+ * fast paths below are inline: they run on every launch (issue #27's overhead goals). */
+extern _Atomic int tr_init_ok;
+int tr_ready_slow(void);
+static inline int tr_ready(void) {
+    if (TR_LIKELY(atomic_load_explicit(&tr_init_ok, memory_order_acquire))) return 1;
+    return tr_ready_slow();
+}
 void tr_resolve(void);
 const char *tr_init_error(void);
 /* Region device index for a CUDA device, or -1 if the slice does not cover it. */
 int tr_dev_index(CUdevice dev);
-/* Same for the current context's device; -2 when the thread has no context. */
-int tr_current_dev_index(void);
+/* Same for the current context's device; -2 when the thread has no context. Per-thread cache
+ * of the current context's slice index: a context's address can come back as another
+ * device's context once it is destroyed, so the cache is also keyed by the count of contexts
+ * gone (bumped by every destroy, release to zero and reset). */
+extern __thread CUcontext tr_cached_ctx __attribute__((tls_model("initial-exec")));
+extern __thread int tr_cached_idx __attribute__((tls_model("initial-exec")));
+extern __thread uint64_t tr_cached_epoch __attribute__((tls_model("initial-exec")));
+extern _Atomic uint64_t tr_ctx_epoch;
+int tr_current_dev_index_slow(CUcontext ctx, uint64_t epoch);
 int tr_dev_uuid(CUdevice dev, char *out, size_t len);
 int tr_dev_index_by_uuid(const char *uuid);
 uint64_t tr_now_ns(void); /* CLOCK_MONOTONIC by raw system call */
@@ -47,11 +61,19 @@ void tr_sleep_ns(uint64_t ns);
 void *tr_real_dlsym(void *handle, const char *symbol);
 void *tr_hook_substitute(const char *symbol, void *real);
 
+static inline int tr_current_dev_index(void) {
+    uint64_t epoch = atomic_load_explicit(&tr_ctx_epoch, memory_order_acquire);
+    CUcontext ctx = NULL;
+    if (REAL_FN(cuCtxGetCurrent)(&ctx) != CUDA_SUCCESS || !ctx) return -2;
+    if (TR_LIKELY(ctx == tr_cached_ctx && epoch == tr_cached_epoch)) return tr_cached_idx;
+    return tr_current_dev_index_slow(ctx, epoch);
+}
+
 /* Process-local bookkeeping of what each handle was charged (hooks_cuda_mem.c). */
-/* TR_K_VMM, TR_K_GEXEC: the size field holds a pointer to the hook file's own record;
- * TR_K_ASYNC: the pool; TR_K_POOLDEV: the pool's device, size unused. */
-enum tr_kind { TR_K_PTR = 1, TR_K_VMM, TR_K_ARRAY, TR_K_MIPMAP, TR_K_POOL, TR_K_CTX, TR_K_ASYNC,
-               TR_K_POOLDEV, TR_K_GEXEC };
+/* TR_K_VMM, TR_K_GEXEC, TR_K_POOLDEV (the pool's device, and its charge record): the size
+ * field holds a pointer to the hook file's own record; TR_K_ASYNC: the pool. */
+enum tr_kind { TR_K_PTR = 1, TR_K_VMM, TR_K_ARRAY, TR_K_MIPMAP, TR_K_CTX, TR_K_ASYNC,
+               TR_K_POOLDEV, TR_K_GEXEC, TR_K_LIMIT };
 void tr_track_put(int kind, uint64_t key, int dev, uint64_t size);
 int tr_track_take(int kind, uint64_t key, int *dev, uint64_t *size);
 int tr_track_get(int kind, uint64_t key, int *dev, uint64_t *size);
@@ -64,8 +86,14 @@ typedef struct {
     uint64_t need[TR_MAX_DEVICES];
 } tr_commit_t;
 CUresult tr_graph_commit_begin(CUgraphExec e, tr_commit_t *c);
+/* Held around any call that adds a node to a graph (a captured async allocation included:
+ * capture may target an existing graph another thread instantiates). */
+void tr_graph_edit_begin(void);
+void tr_graph_edit_end(void);
 void tr_graph_commit_end(tr_commit_t *c, CUresult r);
 /* A context went away (hooks_cuda_ctx.c): per-thread context caches must look again, since
  * its address may come back as another device's context. */
 void tr_ctx_gone(void);
+/* A context's charge record went (hooks_cuda_share.c): forget what its limits raised. */
+void tr_ctx_limits_forget(uint64_t ctx_key);
 #endif

@@ -91,6 +91,7 @@ def real_node(kube_cluster) -> Iterator[RealNode]:
         )
         yield node
     finally:
+        proc = node.process  # a test may have restarted the agent (test_real_node_agent_kill)
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
             try:

@@ -253,6 +253,9 @@ BILLING_SELLER = {
 # An order pending or provisioning longer than this is a stalled reconcile: controller readiness
 # fails and the tenant's order page says provisioning is delayed (portal/orders/backlog.py).
 PROVISIONING_DELAYED_SECONDS = env_int("TRANCHE_PROVISIONING_DELAYED_SECONDS", 60, minimum=1)
+# /metrics (the readiness outcome for monitoring) answers loopback, staff, and a scraper sending
+# this as its bearer token; empty: no token is accepted.
+METRICS_TOKEN = env_str("TRANCHE_METRICS_TOKEN", "")
 # Node agents report every TRANCHE_AGENT_REPORT_SECONDS (their --interval); a node is late after
 # two missed reports (plus one period of slack for scheduling): its rows on the live page are
 # marked stale and the support console names it (portal/status/fleet.py).
@@ -356,7 +359,11 @@ X_FRAME_OPTIONS = "DENY"
 # Transport: production is HTTPS only. Behind a TLS-terminating proxy, name the header it sets
 # (TRANCHE_PROXY_SSL_HEADER=X-Forwarded-Proto) and make sure the proxy overwrites it.
 SECURE_SSL_REDIRECT = env_bool("TRANCHE_SSL_REDIRECT", default=not DEBUG)
-SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]  # probes speak plain HTTP inside the pod
+SECURE_REDIRECT_EXEMPT = [
+    r"^healthz$",
+    r"^readyz$",
+    r"^metrics$",
+]  # probes speak plain HTTP inside the pod
 SECURE_HSTS_SECONDS = env_int("TRANCHE_HSTS_SECONDS", 0 if DEBUG else 31_536_000, minimum=0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("TRANCHE_HSTS_INCLUDE_SUBDOMAINS", default=True)
 SECURE_HSTS_PRELOAD = env_bool("TRANCHE_HSTS_PRELOAD", default=False)

@@ -37,6 +37,7 @@ P = "projects/<id:project_id>/"
 urlpatterns = [
     path("healthz", core_views.healthz, name="healthz"),
     path("readyz", core_views.readyz, name="readyz"),
+    path("metrics", core_views.metrics, name="metrics"),
     path("admin/", admin.site.urls),
     path("", tenant_views.home, name="home"),
     path("signup/", tenant_views.signup, name="signup"),

@@ -133,6 +133,38 @@ def run_bounded(checks: dict[str, Check], deadline: float = CHECK_DEADLINE) -> d
     return {name: results[name] for name in checks}
 
 
+def evaluate(scope: str = "") -> dict[str, tuple[bool, str]]:
+    """name -> (ok, message) of every check of `scope` ("", "portal" or "controller"), bounded.
+
+    - default: PostgreSQL (a new connection), Redis, and fresh worker/beat/watcher heartbeats;
+    - "portal": PostgreSQL and Redis only;
+    - "controller": the default plus the API server and the controller's row checks."""
+    network = {"database": check_database, "redis": check_redis}
+    if scope == "controller":
+        network["cluster"] = check_cluster
+    checks = run_bounded(network)
+    if checks["database"][0] and scope != "portal":
+        rows: dict[str, Check] = {"processes": check_processes}
+        if scope == "controller":
+            rows |= CONTROLLER_ROW_CHECKS
+        checks |= check_rows(rows)
+    return checks
+
+
+# The checks each scope's verdict is made of (`evaluate`'s names; the controller's row checks
+# are every other name), for the metrics that derive all three verdicts from one evaluation.
+SCOPE_CHECKS = {"portal": ("database", "redis"), "": ("database", "redis", "processes")}
+
+
+def verdicts(checks: dict[str, tuple[bool, str]]) -> dict[str, bool]:
+    """scope -> ready, from one `evaluate("controller")` (a check it skipped, as the row checks
+    are without PostgreSQL, counts as failed)."""
+    ready = {scope: all(checks.get(n, (False, ""))[0] for n in names)
+             for scope, names in SCOPE_CHECKS.items()}  # fmt: skip
+    ready["controller"] = all(ok for ok, _ in checks.values())
+    return ready
+
+
 def _redacted(url: str) -> str:
     """Drop credentials from a URL before it goes into a response or a log. The host starts
     after the LAST '@' of the authority (a password may itself contain '@')."""

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import hmac
 from ipaddress import ip_address
 
 from django.conf import settings
 from django.db import DatabaseError
-from django.http import HttpRequest, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
 from portal.core import health
+from portal.core import metrics as readiness_metrics
 
 
 @require_GET
@@ -45,16 +47,7 @@ def readyz(request: HttpRequest) -> JsonResponse:
       being rescheduled must not take every portal replica out of its Service);
     - `?scope=controller`: the default plus the API server and the reconcile backlog (an order
       placed and not active for too long), what provisioning needs."""
-    scope = request.GET.get("scope", "")
-    network = {"database": health.check_database, "redis": health.check_redis}
-    if scope == "controller":
-        network["cluster"] = health.check_cluster
-    checks = health.run_bounded(network)
-    if checks["database"][0] and scope != "portal":
-        rows = {"processes": health.check_processes}
-        if scope == "controller":
-            rows |= health.CONTROLLER_ROW_CHECKS
-        checks |= health.check_rows(rows)
+    checks = health.evaluate(request.GET.get("scope", ""))
     ready = all(ok for ok, _ in checks.values())
     body: dict = {"status": "ready" if ready else "not ready"}
     if _may_see_detail(request):
@@ -62,3 +55,26 @@ def readyz(request: HttpRequest) -> JsonResponse:
         if not ready:
             body["message"] = "; ".join(msg for ok, msg in checks.values() if not ok)
     return JsonResponse(body, status=200 if ready else 503)
+
+
+def _scraper(request: HttpRequest) -> bool:
+    """Loopback and staff (as /readyz's detail), or a bearer token equal to
+    TRANCHE_METRICS_TOKEN when one is set (a Prometheus in the cluster is neither)."""
+    if _may_see_detail(request):
+        return True
+    token = settings.METRICS_TOKEN
+    sent = request.META.get("HTTP_AUTHORIZATION", "").removeprefix("Bearer ").strip()
+    return bool(token) and hmac.compare_digest(sent.encode(), token.encode())
+
+
+@require_GET
+@never_cache
+def metrics(request: HttpRequest) -> HttpResponse:
+    """Prometheus metrics: the readiness outcome of every scope (`portal.core.metrics`)."""
+    if not _scraper(request):
+        return HttpResponse(
+            "Metrics are for the platform's monitoring: send the bearer token set in "
+            "TRANCHE_METRICS_TOKEN, or scrape from the host.\n",
+            status=403, content_type="text/plain; charset=utf-8",
+        )  # fmt: skip
+    return HttpResponse(readiness_metrics.render(), content_type="text/plain; version=0.0.4")

@@ -1,17 +1,34 @@
 """A node agent's real status client (`nodeagent.stream.StatusStream`) running in a thread of
 its own, sampling every `period` seconds as the agent does, for tests that need an agent's
-buffering and resending against a portal served for real. Shared by the integration and
-browser tiers."""
+buffering and resending against a portal served for real, with the two facts such tests read
+and write: the watcher's pod bindings in Redis and the stored rows. Shared by the integration,
+cluster and browser tiers."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import threading
 
 from nodeagent.stream import StatusStream
 
 GIB = 1024**3
+
+
+def bind_pods(client, project_id: int, node: str, *pods: str) -> None:
+    """Play the watcher: the cluster runs each pod (uid-<name>) on `node` (`client`: redis)."""
+    state = {p: json.dumps({"phase": "Running", "reason": "", "node": node, "uid": f"uid-{p}"})
+             for p in pods}  # fmt: skip
+    client.hset(f"tranche:pods:{project_id}", mapping=state)
+
+
+def stored_gib(namespace: str) -> dict[str, int]:
+    """pod name -> GiB used, as the portal stored the agent's reports of `namespace`."""
+    from portal.agents import selectors
+
+    return {s.pod_name: s.memory_used_bytes // GIB for s in
+            selectors.PodSliceStatus.objects.filter(namespace=namespace)}  # fmt: skip
 
 
 def pod(namespace: str, name: str, used_gib: int = 1, uid: str = "") -> dict:

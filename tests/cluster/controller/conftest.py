@@ -3,11 +3,14 @@
 `tenant` makes an organization, project and the V100 catalogue in the database (committed, so
 worker processes see it) and deletes the project's namespace afterwards. Orders are sent to a
 per-test Celery queue, deleted at teardown, so no stray message reaches anyone's worker.
+`private_cluster` is a control plane of the test's own, for fault tests that stop or freeze
+its kube-apiserver without disturbing other sessions sharing the dev cluster.
 """
 
 from __future__ import annotations
 
 import secrets
+import socket
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -17,6 +20,8 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from controller.apply import Applier
+from deploy.devcluster import build, launcher
+from deploy.devcluster.config import Ports, Settings, load_settings
 from tests.helpers.wait import wait_for
 
 T = TypeVar("T")
@@ -56,6 +61,39 @@ def controller_settings(settings, kube_cluster) -> Iterator[Any]:
     settings.CELERY_TASK_DEFAULT_QUEUE = f"tranche-test-{secrets.token_hex(4)}"
     yield settings
     redis.Redis.from_url(settings.REDIS_URL).delete(settings.CELERY_TASK_DEFAULT_QUEUE)
+
+
+def _free_ports(count: int) -> list[int]:
+    socks = [socket.socket() for _ in range(count)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+@pytest.fixture
+def private_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settings]:
+    """A control plane of this test's own (empty etcd), stopped and deleted afterwards."""
+    shared = load_settings()
+    if not build.is_built(shared):
+        pytest.skip(
+            "the control-plane binaries are not built on this machine (the cluster tier uses an "
+            "external KUBECONFIG cluster); this test must stop a kube-apiserver of its own: "
+            "run `make cluster-build` to include it"
+        )
+    settings = Settings(
+        cache_dir=shared.cache_dir,
+        state_dir=tmp_path_factory.mktemp("faults-cluster"),
+        ports=Ports(*_free_ports(6)),
+    )
+    try:
+        launcher.up(settings, fresh=True)
+        yield settings
+    finally:
+        launcher.down(settings, purge=True, quiet=True)
 
 
 @pytest.fixture

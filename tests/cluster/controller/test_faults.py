@@ -8,7 +8,8 @@ it, which is the design: the queue is a hint, the database is the truth.
 
 The outage is played on a private control plane that this test starts (own state folder, own
 loopback ports) through the launcher's public `stop_component` / `start_component`, so stopping
-its kube-apiserver never disturbs other test sessions sharing the dev cluster.
+its kube-apiserver never disturbs other test sessions sharing the dev cluster (`private_cluster`
+in the conftest).
 """
 
 from __future__ import annotations
@@ -17,10 +18,8 @@ import logging
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
@@ -30,8 +29,7 @@ from kubernetes import client, config
 
 from controller.apply import Applier, TransientApiError
 from controller.reconcile import LOCK_SPACE, resync_all
-from deploy.devcluster import build, launcher
-from deploy.devcluster.config import Ports, Settings, load_settings
+from deploy.devcluster import launcher
 from tests.helpers.celery_worker import start_worker, stop_worker
 from tests.helpers.wait import wait_for
 
@@ -40,39 +38,6 @@ log = logging.getLogger(__name__)
 CLASS = "tranche-v100-8g"
 OUTAGE_SECONDS = 30.0
 BEAT_INTERVAL_SECONDS = 10.0  # how often this test sends beat's resync once the API is back
-
-
-def _free_ports(count: int) -> list[int]:
-    socks = [socket.socket() for _ in range(count)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
-@pytest.fixture
-def private_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settings]:
-    """A control plane of this test's own (empty etcd), stopped and deleted afterwards."""
-    shared = load_settings()
-    if not build.is_built(shared):
-        pytest.skip(
-            "the control-plane binaries are not built on this machine (the cluster tier uses an "
-            "external KUBECONFIG cluster); this test must stop a kube-apiserver of its own: "
-            "run `make cluster-build` to include it"
-        )
-    settings = Settings(
-        cache_dir=shared.cache_dir,
-        state_dir=tmp_path_factory.mktemp("faults-cluster"),
-        ports=Ports(*_free_ports(6)),
-    )
-    try:
-        launcher.up(settings, fresh=True)
-        yield settings
-    finally:
-        launcher.down(settings, purge=True, quiet=True)
 
 
 def _lock_holder(project_id: int, waiting: bool) -> int | None:

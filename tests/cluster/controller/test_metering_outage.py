@@ -15,13 +15,13 @@ from controller.reconcile import reconcile_project
 from controller.watch import Watcher
 from deploy.devcluster import launcher
 from deploy.devcluster.nodes import create_fake_gpu_nodes
-from tests.cluster.controller.test_faults import OUTAGE_SECONDS, private_cluster  # noqa: F401
+from tests.cluster.controller.test_faults import OUTAGE_SECONDS
 from tests.cluster.controller.test_metering import TOLERANCE_S, _claim_of, _gone
 from tests.cluster.controller.test_watch import CLASS, _pod, _slice
 from tests.helpers.wait import wait_for
 
 
-def test_ledger_through_apiserver_outage(tenant, controller_settings, private_cluster):  # noqa: F811
+def test_ledger_through_apiserver_outage(tenant, controller_settings, private_cluster):
     from portal.billing.models import UsageRecord
 
     cluster = private_cluster

@@ -12,15 +12,14 @@ served for real (daphne, PostgreSQL, a Redis of the test's own).
 
 from __future__ import annotations
 
-import json
 import time
 
 import pytest
 import redis
 from django.db import connection
 
-from portal.agents import selectors, services
-from tests.helpers.agent_loop import GIB, AgentLoop, pod
+from portal.agents import services
+from tests.helpers.agent_loop import AgentLoop, bind_pods, pod, stored_gib
 from tests.helpers.factories import make_world
 from tests.helpers.own_redis import OwnRedis
 from tests.helpers.portal import serve_portal
@@ -28,18 +27,6 @@ from tests.helpers.wait import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 NODE = "kwok-gpu-0"
-
-
-def _bind(client: redis.Redis, project_id: int, *pods: str) -> None:
-    """Play the watcher: the cluster runs each pod (uid-<name>) on NODE."""
-    state = {p: json.dumps({"phase": "Running", "reason": "", "node": NODE, "uid": f"uid-{p}"})
-             for p in pods}  # fmt: skip
-    client.hset(f"tranche:pods:{project_id}", mapping=state)
-
-
-def _stored(namespace: str) -> dict[str, int]:
-    return {s.pod_name: s.memory_used_bytes // GIB for s in
-            selectors.PodSliceStatus.objects.filter(namespace=namespace)}  # fmt: skip
 
 
 @pytest.fixture
@@ -55,32 +42,32 @@ def test_recreate_rollout_leaves_no_phantom(own_redis):
     world = make_world()
     ns, project = world.project_a.namespace, world.project_a.pk
     bindings = redis.Redis.from_url(own_redis.url)
-    _bind(bindings, project, "web-old")
+    bind_pods(bindings, project, NODE, "web-old")
     token = services.issue_node_token(NODE)
     with serve_portal(connection.settings_dict["NAME"]) as portal:
         agent = AgentLoop(portal.url, NODE, token)
         try:
             agent.set_pods(pod(ns, "web-old", 2))
-            wait_for(lambda: _stored(ns) == {"web-old": 2}, 30, "the old pod's row",
+            wait_for(lambda: stored_gib(ns) == {"web-old": 2}, 30, "the old pod's row",
                      portal.log_tail)  # fmt: skip
             agent.set_pods(pod(ns, "web-new", 1))  # Recreate: old gone, new not bound yet
             changed = time.monotonic()
-            wait_for(lambda: "web-old" not in _stored(ns), 3, "the old pod's row to go",
+            wait_for(lambda: "web-old" not in stored_gib(ns), 3, "the old pod's row to go",
                      portal.log_tail)  # fmt: skip
             gone_after = time.monotonic() - changed
             wait_for(lambda: (ns, "web-new") in agent.stream.refusals, 10,
                      "the portal to refuse the unbound pod for now")  # fmt: skip
             assert "no such pod scheduled" in next(iter(agent.stream.refusals.values()))
-            _bind(bindings, project, "web-new")  # the watcher catches up
+            bind_pods(bindings, project, NODE, "web-new")  # the watcher catches up
             bound = time.monotonic()
-            wait_for(lambda: _stored(ns) == {"web-new": 1}, 10, "the new pod's row (retried)",
+            wait_for(lambda: stored_gib(ns) == {"web-new": 1}, 10, "the new pod's row (retried)",
                      portal.log_tail)  # fmt: skip
             stored_after = time.monotonic() - bound
             # The old pod never comes back while the agent keeps reporting (the issue's phantom
             # stayed for 11 minutes): checked every second for 60 s.
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline:
-                assert "web-old" not in _stored(ns), "the old pod's row came back"
+                assert "web-old" not in stored_gib(ns), "the old pod's row came back"
                 time.sleep(1)
         finally:
             agent.stop()
@@ -94,13 +81,13 @@ def test_frames_of_a_redis_outage_are_all_stored_afterwards(own_redis):
     world = make_world()
     ns, project = world.project_a.namespace, world.project_a.pk
     bindings = redis.Redis.from_url(own_redis.url)
-    _bind(bindings, project, "a", "b", "c")
+    bind_pods(bindings, project, NODE, "a", "b", "c")
     token = services.issue_node_token(NODE)
     with serve_portal(connection.settings_dict["NAME"]) as portal:
         agent = AgentLoop(portal.url, NODE, token)
         try:
             agent.set_pods(pod(ns, "a", 1), pod(ns, "b", 1))
-            wait_for(lambda: _stored(ns) == {"a": 1, "b": 1}, 30, "rows before the outage",
+            wait_for(lambda: stored_gib(ns) == {"a": 1, "b": 1}, 30, "rows before the outage",
                      portal.log_tail)  # fmt: skip
             bindings.close()
             own_redis.stop()
@@ -111,12 +98,12 @@ def test_frames_of_a_redis_outage_are_all_stored_afterwards(own_redis):
                 30, "frames refused for now during the outage", portal.log_tail,
             )  # fmt: skip
             assert all("Redis" in why for why in refused.values()), refused
-            during = _stored(ns)
+            during = stored_gib(ns)
             outage_frames = agent.stream.seq - seq
             own_redis.start()  # same port, append-only: the bindings are back
             back = time.monotonic()
-            wait_for(lambda: _stored(ns) == {"a": 5, "c": 3}, 15,
-                     lambda: f"every change of the outage stored (now {_stored(ns)})",
+            wait_for(lambda: stored_gib(ns) == {"a": 5, "c": 3}, 15,
+                     lambda: f"every change of the outage stored (now {stored_gib(ns)})",
                      portal.log_tail)  # fmt: skip
             took = time.monotonic() - back
             wait_for(lambda: agent.stream.pending == {}, 10, "nothing left to resend")

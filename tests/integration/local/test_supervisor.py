@@ -142,3 +142,38 @@ def test_stopping_a_process_leaves_nothing_of_its_group(tmp_path):
     assert supervisor._group_members(pid) == []
     assert not supervisor.pid_alive(child)
     print(f"leader and its SIGTERM-ignoring child gone {took:.2f}s after stop")  # noqa: T201
+
+
+def test_the_supervisor_stops_every_child_within_make_stops_wait(tmp_path):
+    """Issue #30: `make stop` gives the supervisor 3 grace periods; it stopped its children one
+    after another, each allowed a grace period, so with many slow ones it was SIGKILLed first and
+    left the rest (the watcher and agents of two `make run` stacks) running. Five children that
+    ignore SIGTERM: all stopped at once, gone within one grace period plus the SIGKILL wait."""
+    from deploy import supervisor
+
+    stubborn = (
+        "import signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+        "open(sys.argv[1], 'w').close(); time.sleep(300)"
+    )  # says so once SIGTERM is ignored
+    marks = [tmp_path / f"slow{i}.ignoring" for i in range(5)]
+    spec = {m.stem: {"argv": [sys.executable, "-c", stubborn, str(m)]} for m in marks}
+    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    status = tmp_path / "run" / "status.json"
+    status.parent.mkdir()
+    argv = [sys.executable, "-m", "deploy.supervisor", str(tmp_path / "spec.json"), str(status)]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    supervisor.start_detached("supervisor", argv, tmp_path, env)
+
+    def pids() -> list[int]:
+        return [c["pid"] for c in supervisor.read_status(status).values() if c["pid"]]
+
+    assert supervisor.wait_until(lambda: all(m.exists() for m in marks), 30), marks
+    children = pids()
+    assert len(children) == 5, supervisor.read_status(status)
+    started = time.monotonic()
+    supervisor.stop_named("supervisor", tmp_path, timeout=3 * supervisor.STOP_GRACE_SECONDS)
+    took = time.monotonic() - started
+    left = [p for p in children if supervisor.pid_alive(p)]
+    assert left == [], f"children left running after the supervisor stopped: {left}"
+    assert took < 2 * supervisor.STOP_GRACE_SECONDS, took
+    print(f"5 SIGTERM-ignoring children stopped with their supervisor in {took:.1f}s")  # noqa: T201

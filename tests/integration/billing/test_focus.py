@@ -17,9 +17,8 @@ from io import StringIO
 
 from portal.billing import services
 from portal.billing.focus import focus_csv
-from portal.billing.models import UsageRecord
 from tests.fixtures.focus import columns_1_2 as spec
-from tests.integration.billing.helpers import place_at
+from tests.integration.billing.helpers import held_claim, place_at
 
 DATETIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
 NUMBER = re.compile(r"^-?\d+(\.\d+)?$")  # integer or decimal; no sign for positives, no commas
@@ -40,27 +39,21 @@ def _month(world) -> None:
     place_at(a, world.project_a, v8, 4, utc(2026, 11, 5, 8))
     place_at(b, world.project_b, v16, 1, utc(2026, 11, 30, 23, 30))
     for n in range(2):  # two V16 (50 %) slices held to 20:30 after the 18:00 resize to 1
-        UsageRecord.objects.create(
-            claim_uid=f"uid-held-{n}",
-            claim_name=f"held-{n}",
-            organization=world.org_a,
-            project=world.project_a,
-            product=v16,
-            allocated_at=utc(2026, 11, 12, 1),
-            released_at=utc(2026, 11, 20, 20, 30),
-            opened_by="event",
+        held_claim(
+            world.project_a,
+            v16,
+            f"uid-held-{n}",
+            utc(2026, 11, 12, 1),
+            utc(2026, 11, 20, 20, 30),
+            name=f"held-{n}",
         )
-    for n in range(4):  # four 25 % slices held for one hour: one GPU-hour
-        UsageRecord.objects.create(
-            claim_uid=f"uid-{n}",
-            claim_name=f"claim-{n}",
-            organization=world.org_a,
-            project=world.project_a,
-            product=v8,
-            allocated_at=utc(2026, 11, 6, 10),
-            released_at=utc(2026, 11, 6, 11),
-            opened_by="event",
-        )
+    _four_quarter_slices_for_an_hour(world, v8)
+
+
+def _four_quarter_slices_for_an_hour(world, v8) -> None:
+    """Four 25 % slices held from 10:00 to 11:00 on Nov 6: one GPU-hour."""
+    for n in range(4):
+        held_claim(world.project_a, v8, f"uid-{n}", utc(2026, 11, 6, 10), utc(2026, 11, 6, 11))
 
 
 def _types(row: dict[str, str], types: dict[str, tuple[str, bool]]) -> list[str]:
@@ -213,17 +206,7 @@ def test_focus_columns_quantities_and_frequencies(world) -> None:
     usage columns normalised to GPU-hours, tax rows One-Time."""
     a, v8 = world.membership(world.owner), world.products["tranche-v100-8g"]
     place_at(a, world.project_a, v8, 4, utc(2026, 11, 5, 8))
-    for n in range(4):  # four 25 % slices held for one hour: one GPU-hour
-        UsageRecord.objects.create(
-            claim_uid=f"uid-{n}",
-            claim_name=f"claim-{n}",
-            organization=world.org_a,
-            project=world.project_a,
-            product=v8,
-            allocated_at=utc(2026, 11, 6, 10),
-            released_at=utc(2026, 11, 6, 11),
-            opened_by="event",
-        )
+    _four_quarter_slices_for_an_hour(world, v8)
     services.run_monthly_invoices(2026, 11)
     text = focus_csv(2026, 11)
     header = text.splitlines()[0].split(",")

@@ -8,9 +8,8 @@ from datetime import UTC, datetime
 from decimal import ROUND_HALF_UP, Decimal
 
 from portal.billing import selectors, services
-from portal.billing.models import UsageRecord
 from portal.orders.selectors import quote_order
-from tests.integration.billing.helpers import place_at
+from tests.integration.billing.helpers import cancelled_but_held, place_at
 from tranche import money, pricing
 
 V16 = "tranche-v100-16g"
@@ -23,20 +22,13 @@ def utc(*args) -> datetime:
 
 def _cancelled_in_october_held_into_november(world):
     """Buy on Oct 5, cancel on Oct 20 at 10:00; the claim is released only on Nov 3 at 14:30."""
-    m, product = world.membership(world.owner), world.products[V16]
-    place_at(m, world.project_a, product, 1, utc(2026, 10, 5))
-    cancel = place_at(m, world.project_a, product, 0, utc(2026, 10, 20, 10, 0))
-    UsageRecord.objects.create(
-        claim_uid="uid-held-on",
-        claim_name="llm-held-on",
-        organization=world.org_a,
-        project=world.project_a,
-        product=product,
-        allocated_at=utc(2026, 10, 5, 0, 5),
-        released_at=utc(2026, 11, 3, 14, 30),
-        opened_by="event",
+    return cancelled_but_held(
+        world,
+        world.products[V16],
+        utc(2026, 10, 5),
+        utc(2026, 10, 20, 10),
+        utc(2026, 11, 3, 14, 30),
     )
-    return cancel
 
 
 def test_a_claim_held_into_the_next_month_is_billed_there(world, settings) -> None:
@@ -66,18 +58,12 @@ def test_a_claim_held_into_the_next_month_is_billed_there(world, settings) -> No
 def test_a_claim_held_on_only_inside_the_grace_period_bills_nothing(world, settings) -> None:
     """Cancel on Oct 31 at 23:30 with a 1 h grace; release at 00:20 on Nov 1: no November bill."""
     settings.CONTROLLER_CANCEL_GRACE_SECONDS = 3600
-    m, product = world.membership(world.owner), world.products[V16]
-    place_at(m, world.project_a, product, 1, utc(2026, 10, 5))
-    place_at(m, world.project_a, product, 0, utc(2026, 10, 31, 23, 30))
-    UsageRecord.objects.create(
-        claim_uid="uid-grace",
-        claim_name="llm-grace",
-        organization=world.org_a,
-        project=world.project_a,
-        product=product,
-        allocated_at=utc(2026, 10, 5, 0, 5),
-        released_at=utc(2026, 11, 1, 0, 20),
-        opened_by="event",
+    cancelled_but_held(
+        world,
+        world.products[V16],
+        utc(2026, 10, 5),
+        utc(2026, 10, 31, 23, 30),
+        utc(2026, 11, 1, 0, 20),
     )
     assert services.generate_invoice(world.org_a, 2026, 11) == (None, False)
 
@@ -103,20 +89,11 @@ def test_a_quote_after_overage_adds_the_tax_the_invoice_adds(world, settings) ->
     the invoice's tax grows 6.37 → 12.95 (+6.58), where a tax over the priced lines alone
     (30.93 → 63.81) would grow 6.19 → 12.76 (+6.57): a cent off."""
     settings.CONTROLLER_CANCEL_GRACE_SECONDS = 3600
-    m = world.membership(world.owner)
     v16, v8 = world.products[V16], world.products["tranche-v100-8g"]
-    place_at(m, world.project_a, v16, 1, utc(2026, 11, 5))
-    place_at(m, world.project_a, v16, 0, utc(2026, 11, 10, 10, 0))
-    UsageRecord.objects.create(
-        claim_uid="uid-over",
-        claim_name="llm-over",
-        organization=world.org_a,
-        project=world.project_a,
-        product=v16,
-        allocated_at=utc(2026, 11, 5, 0, 5),
-        released_at=utc(2026, 11, 10, 14, 30),
-        opened_by="event",
+    cancelled_but_held(
+        world, v16, utc(2026, 11, 5), utc(2026, 11, 10, 10), utc(2026, 11, 10, 14, 30)
     )
+    m = world.membership(world.owner)
     at = utc(2026, 11, 20, 1, 15)
     quote = quote_order(world.project_a, v8, 1, now=at)
     order = place_at(m, world.project_a, v8, 1, at)  # what the order page shows

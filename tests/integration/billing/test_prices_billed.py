@@ -15,13 +15,13 @@ from django.utils import timezone
 
 from portal.audit.models import AuditLog
 from portal.billing import selectors, services
-from portal.billing.models import BillingAccount, CreditNote, Invoice, UsageRecord
+from portal.billing.models import BillingAccount, CreditNote, Invoice
 from portal.orders.models import Order
 from portal.orders.selectors import quote_order
 from portal.orders.services import place_order
 from portal.tenants.errors import ServiceError
 from tests.helpers.factories import make_staff
-from tests.integration.billing.helpers import place_at, same_length_ended_month
+from tests.integration.billing.helpers import cancelled_but_held, place_at, same_length_ended_month
 from tranche import pricing
 
 V8, V16 = "tranche-v100-8g", "tranche-v100-16g"
@@ -289,18 +289,12 @@ def test_the_order_is_placed_in_the_hour_it_was_quoted(world, monkeypatch) -> No
 
 def _held_past_cancel(world) -> None:
     """Buy on Nov 5, cancel on Nov 10 at 10:00; the claim is released only at 14:30."""
-    m, product = world.membership(world.owner), world.products[V16]
-    place_at(m, world.project_a, product, 1, utc(2026, 11, 5))
-    place_at(m, world.project_a, product, 0, utc(2026, 11, 10, 10, 0))
-    UsageRecord.objects.create(
-        claim_uid="uid-late",
-        claim_name="llm-late",
-        organization=world.org_a,
-        project=world.project_a,
-        product=product,
-        allocated_at=utc(2026, 11, 5, 0, 5),
-        released_at=utc(2026, 11, 10, 14, 30),
-        opened_by="event",
+    cancelled_but_held(
+        world,
+        world.products[V16],
+        utc(2026, 11, 5),
+        utc(2026, 11, 10, 10),
+        utc(2026, 11, 10, 14, 30),
     )
 
 

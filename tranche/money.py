@@ -40,6 +40,15 @@ def tax_of(net: Decimal, rate_percent: Decimal) -> Decimal:
     return round_cents(to_decimal(net) * to_decimal(rate_percent) / Decimal(100))
 
 
+def tax_added(net_before: Decimal, added: Decimal, rate_percent: Decimal) -> Decimal:
+    """The tax a document's total grows by when `added` joins a net of `net_before`: tax is
+    rounded once on the whole net, so this is a difference, not the tax of `added` alone (an
+    order's quote, a credit note's tax)."""
+    return tax_of(to_decimal(net_before) + to_decimal(added), rate_percent) - tax_of(
+        net_before, rate_percent
+    )
+
+
 def total(amounts) -> Decimal:
     """Sum of already-rounded amounts (a mis-rounded input is a bug, so it is refused)."""
     result = ZERO

@@ -113,9 +113,12 @@ class ResourceStream:
         resp = self._get(query, stream=True)
         with self._lock:
             if self._cut:
-                resp.release_conn()
+                # never back to the pool unread: the next request on that connection would
+                # read this watch's first chunk as its status line (BadStatusLine('ae\r\n'))
+                resp.close()
                 return
             self._open = resp
+        complete = False
         try:
             for line in stream_lines(resp):
                 event = json.loads(line)
@@ -129,9 +132,12 @@ class ResourceStream:
                 rv = obj.get("metadata", {}).get("resourceVersion")
                 if rv:
                     self.resource_version = rv
+            complete = True
         finally:
             with self._lock:
                 self._open = None
+            if self._cut or not complete:  # unread bytes may stay on the connection
+                resp.close()
             resp.release_conn()
 
     def replay(self, since: str, seconds: int) -> None:

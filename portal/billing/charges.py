@@ -18,7 +18,7 @@ from django.conf import settings
 from django.db.models import Q
 
 from portal.orders.models import Order
-from tranche import priced, pricing
+from tranche import money, priced, pricing
 
 
 @dataclass(frozen=True)
@@ -155,3 +155,53 @@ def overage_amount(sub: SubscriptionMonth, slice_hours: int, year: int, month: i
     return priced.amount(
         sub.unit_monthly_price, 1, slice_hours, pricing.hours_in_month(year, month)
     )
+
+
+@dataclass(frozen=True)
+class SubscriptionBill:
+    """What one subscription bills in a month up to an instant: its priced lines (one per order
+    and price) and the slice-hours held past a decrease's grace period (the overage line)."""
+
+    sub: SubscriptionMonth
+    lines: tuple[priced.Line, ...]
+    overage_hours: int
+    overage: Decimal
+
+    @property
+    def net(self) -> Decimal:
+        return money.total([*(line.amount for line in self.lines), self.overage])
+
+
+def month_bills(
+    subs: list[SubscriptionMonth], year: int, month: int, until: datetime
+) -> list[SubscriptionBill]:
+    """Every subscription's bill of the month as it stands at `until` (the month's end for its
+    invoice, the instant of a quote or a page). The invoice, the quotes' tax and the billing
+    page all read this one function, so every price shown is computed over the lines charged."""
+    usage = usage_intervals(list({sub.project_id for sub in subs}), year, month)
+    bills = []
+    for sub in subs:
+        extra = priced.overage_slice_hours(
+            sub.orders,
+            usage.get((sub.project_id, sub.product_id), []),
+            grace_seconds(),
+            year=year,
+            month=month,
+            until=min(until, pricing.month_end(year, month)),
+        )
+        bills.append(
+            SubscriptionBill(
+                sub=sub,
+                lines=tuple(sub.lines(year, month)),
+                overage_hours=extra,
+                overage=overage_amount(sub, extra, year, month) if extra else money.ZERO,
+            )
+        )
+    return bills
+
+
+def month_net(organization_id: int, year: int, month: int, until: datetime) -> Decimal:
+    """The net of the organization's invoice of the month as it stands at `until`: every priced
+    line and the overage so far (what its invoice would bill if nothing more happened)."""
+    subs = subscription_months([organization_id], year, month).get(organization_id, [])
+    return money.total(bill.net for bill in month_bills(subs, year, month, until))

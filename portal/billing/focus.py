@@ -6,6 +6,9 @@ columns after them (specification/attributes/column_handling.md). Rows, per mont
 - one Purchase row per invoice line (a full month or pro-ration; a decrease is a negative
   Purchase, a refund of slices bought), Recurring, priced in slice-hours: PricingQuantity is the
   exact slice-hours (delta x hours), ListUnitPrice the monthly price spread over the month;
+- an overage line (slices held past a decrease's grace period) as a Usage row, Usage-Based, its
+  cost the invoice line's: ConsumedQuantity the billed slice-hours, x_ConsumedGpuHours them
+  normalised as below;
 - one Usage row per project and product from the metering ledger, Usage-Based, cost 0 (the
   entitlement is billed by the Purchase rows): ConsumedQuantity is slice-hours held, and
   x_ConsumedGpuHours the same normalised by the slice's fraction of its GPU (four 25 % slices for
@@ -59,6 +62,12 @@ def _ts(value) -> str:
 def _num(value: Decimal) -> str:
     """A FOCUS numeric value: plain decimal notation, never an exponent ("0E-10")."""
     return format(value, "f")
+
+
+def _gpu_hours(slice_seconds: Decimal, product) -> str:
+    """Slice-seconds as GPU-hours: normalised by the slice's fraction of its GPU (four 25 %
+    slices for one hour = 1.000000)."""
+    return _num((slice_seconds * product.fraction_percent / 100 / 3600).quantize(QUANTITY))
 
 
 def _base(invoice: Invoice, cost: Decimal) -> dict[str, str]:
@@ -126,6 +135,8 @@ def invoice_rows(invoice: Invoice) -> Iterator[dict[str, str]]:
                 "PricingUnit": SLICE_HOURS,
             }
         )
+        if overage:
+            row["x_ConsumedGpuHours"] = _gpu_hours(Decimal(line.hours * 3600), line.product)
         _resource(row, line.project, line.product, f"{line.unit_monthly_price}/month")
         yield row
     tax = _base(invoice, invoice.tax_total)
@@ -169,9 +180,7 @@ def usage_rows(invoice: Invoice) -> Iterator[dict[str, str]]:
                 "ListUnitPrice": "0",
                 "PricingQuantity": _num(slice_hours),
                 "PricingUnit": SLICE_HOURS,
-                "x_ConsumedGpuHours": _num(
-                    (held * product.fraction_percent / 100 / 3600).quantize(QUANTITY)
-                ),
+                "x_ConsumedGpuHours": _gpu_hours(held, product),
             }
         )
         _resource(row, project, product, "included")

@@ -30,19 +30,16 @@ def account_terms(organization: Organization) -> tuple[Decimal, str]:
     return Decimal(account.tax_rate_percent), account.currency
 
 
-def month_net(organization: Organization, year: int, month: int) -> Decimal:
-    """The net of the organization's invoice of the month as its orders stand now."""
-    subs = subscription_months([organization.pk], year, month).get(organization.pk, [])
-    return money.total(line.amount for sub in subs for line in sub.lines(year, month))
-
-
 def tax_terms(organization: Organization, at: datetime) -> TaxTerms:
-    """What an order's quote needs to show its tax (registered as the orders' tax source)."""
+    """What an order's quote needs to show its tax (registered as the orders' tax source): the
+    net the month's invoice would bill as it stands at `at`, overage so far included (the
+    invoice's own lines, `charges.month_net`), so the tax the quote adds is what the invoice's
+    tax grows by."""
     rate, currency = account_terms(organization)
     return TaxTerms(
         rate_percent=rate,
         currency=currency,
-        month_net=month_net(organization, *pricing.month_of(at)),
+        month_net=charges.month_net(organization.pk, *pricing.month_of(at), until=at),
     )
 
 
@@ -128,24 +125,14 @@ def month_to_date(organization: Organization, now: datetime | None = None) -> li
             estimated.add((record.project_id, record.product_id))
     lines = []
     subs = subscription_months([organization.pk], year, month).get(organization.pk, [])
-    intervals = charges.usage_intervals([sub.project_id for sub in subs], year, month)
-    for sub in subs:
+    for bill in charges.month_bills(subs, year, month, now):
+        sub = bill.sub
         segments = pricing.hourly_segments(sub.start_quantity, list(sub.changes), year, month)
         entitled = sum(s.quantity * max(0, min(s.end, started_hours) - s.start) for s in segments)
         seconds = used.get((sub.project_id, sub.product_id), 0)
         ratio = (Decimal(seconds) / 36 / entitled).quantize(Decimal("0.1")) if entitled else None
         held = current_quantity(sub)
-        priced_lines = sub.lines(year, month)
-        extra = priced.overage_slice_hours(
-            sub.orders,
-            intervals.get((sub.project_id, sub.product_id), []),
-            charges.grace_seconds(),
-            year=year,
-            month=month,
-            until=now,
-        )
-        overage = charges.overage_amount(sub, extra, year, month) if extra else money.ZERO
-        projected = money.total(line.amount for line in priced_lines) + overage
+        projected = bill.net
         rest = money.total(
             priced.amount(
                 line.unit_monthly,
@@ -153,7 +140,7 @@ def month_to_date(organization: Organization, now: datetime | None = None) -> li
                 min(line.hours, total_hours - started_hours),
                 total_hours,
             )
-            for line in priced_lines
+            for line in bill.lines
         )
         held_units = priced.held_at(sub.orders, now + timedelta(seconds=1))
         per_hour = money.round_cents(sum(held_units, Decimal(0)) / total_hours)

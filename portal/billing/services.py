@@ -26,7 +26,7 @@ from portal.billing.charges import SubscriptionMonth, subscription_months
 from portal.billing.models import CreditNote, DocumentCounter, Invoice, InvoiceLine
 from portal.tenants.errors import ConflictError, ServiceError
 from portal.tenants.models import Organization
-from tranche import money, priced, pricing
+from tranche import money, pricing
 
 SYSTEM = "billing"
 SELLER_REQUIRED = {"address": "TRANCHE_SELLER_ADDRESS", "vat_id": "TRANCHE_SELLER_VAT_ID"}
@@ -45,22 +45,15 @@ def take_number(series: str, year: int) -> int:
 
 def _line_rows(subs: list[SubscriptionMonth], year: int, month: int) -> list[InvoiceLine]:
     """Each subscription's priced lines (every slice at the price its order confirmed), plus
-    one line for slices held past a decrease's grace period (docs/billing.md)."""
+    one line for slices held past a decrease's grace period (docs/billing.md): the month's
+    bills as they stand at its end (`charges.month_bills`, which quotes and pages read too)."""
     what = {"month": "month", "increase": "increase", "decrease": "decrease (credit)"}
-    usage = charges.usage_intervals(list({sub.project_id for sub in subs}), year, month)
     lines = []
-    for sub in subs:
-        extra = priced.overage_slice_hours(
-            sub.orders,
-            usage.get((sub.project_id, sub.product_id), []),
-            charges.grace_seconds(),
-            year=year,
-            month=month,
-            until=pricing.month_end(year, month),
-        )
-        if extra:
-            lines.append(_overage_row(sub, extra, year, month))
-        for line in sub.lines(year, month):
+    for bill in charges.month_bills(subs, year, month, pricing.month_end(year, month)):
+        sub = bill.sub
+        if bill.overage_hours:
+            lines.append(_overage_row(bill, year, month))
+        for line in bill.lines:
             order = f"order #{line.order}, " if line.order else ""
             lines.append(
                 InvoiceLine(
@@ -102,7 +95,8 @@ def check_month_ended(year: int, month: int, now=None) -> None:
         )
 
 
-def _overage_row(sub: SubscriptionMonth, slice_hours: int, year: int, month: int) -> InvoiceLine:
+def _overage_row(bill: charges.SubscriptionBill, year: int, month: int) -> InvoiceLine:
+    sub, slice_hours = bill.sub, bill.overage_hours
     return InvoiceLine(
         project_id=sub.project_id,
         product_id=sub.product_id,
@@ -118,7 +112,7 @@ def _overage_row(sub: SubscriptionMonth, slice_hours: int, year: int, month: int
         period_start=pricing.month_start(year, month),
         period_end=pricing.month_end(year, month),
         hours=slice_hours,
-        amount=charges.overage_amount(sub, slice_hours, year, month),
+        amount=bill.overage,
     )
 
 
@@ -360,7 +354,7 @@ def issue_credit_note(invoice: Invoice, actor, net_amount: Decimal, reason: str)
     # the tax of everything credited so far, less what earlier notes credited: crediting the
     # whole net in any number of notes credits the whole tax (rounded once, like the invoice)
     rate = locked.tax_rate_percent
-    tax = money.tax_of(credited + net, rate) - money.tax_of(credited, rate)
+    tax = money.tax_added(credited, net, rate)
     now = timezone.now()
     note = CreditNote.objects.create(
         invoice=locked,

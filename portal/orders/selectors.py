@@ -145,9 +145,7 @@ def quote_order(
     )
     charge = sum((line.amount for line in lines), Decimal("0.00"))
     terms = tax_terms(project.organization, now)
-    tax = money.tax_of(terms.month_net + charge, terms.rate_percent) - money.tax_of(
-        terms.month_net, terms.rate_percent
-    )
+    tax = money.tax_added(terms.month_net, charge, terms.rate_percent)
     return Quote(
         kind=kind,
         from_quantity=current,

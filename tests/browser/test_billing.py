@@ -17,6 +17,7 @@ from portal.orders.models import Order
 from portal.orders.services import place_order
 from portal.tenants.models import Membership
 from tests.helpers.factories import PASSWORD, make_tenant
+from tests.integration.billing.helpers import same_length_ended_month
 from tranche import pricing
 
 
@@ -90,17 +91,6 @@ def test_billing_staff_issue_credit_note(new_page, transactional_db):
     )
 
 
-def _same_length_ended_month(year: int, month: int) -> tuple[int, int]:
-    """The latest ended month with as many hours as (year, month): an hour of the one is the
-    same hour of the other, priced alike."""
-    hours, (y, m) = pricing.hours_in_month(year, month), (year, month)
-    for _ in range(60):
-        y, m = (y - 1, 12) if m == 1 else (y, m - 1)
-        if pricing.hours_in_month(y, m) == hours:
-            return y, m
-    raise AssertionError("no month of the same length in five years")
-
-
 def test_confirm_page_gross_is_the_invoice_total(new_page, transactional_db):
     """The gross the confirm page asks for a one-order month is the invoice's total, to the cent.
 
@@ -122,7 +112,7 @@ def test_confirm_page_gross_is_the_invoice_total(new_page, transactional_db):
     expect(page.get_by_text("provisioning starts now")).to_be_visible()
     order = Order.objects.get(project=project)
     at = order.created_at.astimezone(UTC)
-    y, m = _same_length_ended_month(at.year, at.month)
+    y, m = same_length_ended_month(at.year, at.month)
     moved = at - pricing.month_start(at.year, at.month) + pricing.month_start(y, m)
     Order.objects.filter(pk=order.pk).update(created_at=moved)
     invoice, _ = services.generate_invoice(org, y, m)

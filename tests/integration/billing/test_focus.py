@@ -17,9 +17,8 @@ from io import StringIO
 
 from portal.billing import services
 from portal.billing.focus import focus_csv
-from portal.billing.models import UsageRecord
 from tests.fixtures.focus import columns_1_2 as spec
-from tests.integration.billing.helpers import place_at
+from tests.integration.billing.helpers import held_claim, place_at
 
 DATETIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
 NUMBER = re.compile(r"^-?\d+(\.\d+)?$")  # integer or decimal; no sign for positives, no commas
@@ -39,17 +38,22 @@ def _month(world) -> None:
     place_at(a, world.project_a, v32, 0, utc(2026, 11, 28, 12))  # cancel
     place_at(a, world.project_a, v8, 4, utc(2026, 11, 5, 8))
     place_at(b, world.project_b, v16, 1, utc(2026, 11, 30, 23, 30))
-    for n in range(4):  # four 25 % slices held for one hour: one GPU-hour
-        UsageRecord.objects.create(
-            claim_uid=f"uid-{n}",
-            claim_name=f"claim-{n}",
-            organization=world.org_a,
-            project=world.project_a,
-            product=v8,
-            allocated_at=utc(2026, 11, 6, 10),
-            released_at=utc(2026, 11, 6, 11),
-            opened_by="event",
+    for n in range(2):  # two V16 (50 %) slices held to 20:30 after the 18:00 resize to 1
+        held_claim(
+            world.project_a,
+            v16,
+            f"uid-held-{n}",
+            utc(2026, 11, 12, 1),
+            utc(2026, 11, 20, 20, 30),
+            name=f"held-{n}",
         )
+    _four_quarter_slices_for_an_hour(world, v8)
+
+
+def _four_quarter_slices_for_an_hour(world, v8) -> None:
+    """Four 25 % slices held from 10:00 to 11:00 on Nov 6: one GPU-hour."""
+    for n in range(4):
+        held_claim(world.project_a, v8, f"uid-{n}", utc(2026, 11, 6, 10), utc(2026, 11, 6, 11))
 
 
 def _types(row: dict[str, str], types: dict[str, tuple[str, bool]]) -> list[str]:
@@ -127,7 +131,8 @@ def _check_row(row: dict[str, str], types: dict[str, tuple[str, bool]]) -> list[
     return _types(row, types) + _allowed(row) + _conditional_nulls(row) + _prices(row)
 
 
-def test_focus_1_2_export_meets_the_specification(world) -> None:
+def test_focus_1_2_export_meets_the_specification(world, settings) -> None:
+    settings.CONTROLLER_CANCEL_GRACE_SECONDS = 3600
     _month(world)
     services.run_monthly_invoices(2026, 11)
     invoice = services.generate_invoice(world.org_a, 2026, 11)[0]  # the one the run made
@@ -171,6 +176,19 @@ def test_focus_1_2_export_meets_the_specification(world) -> None:
     assert [(r["ConsumedQuantity"], r["ConsumedUnit"], r["x_ConsumedGpuHours"]) for r in v8] == [
         ("4.000000", "Slice-Hours", "1.000000")
     ]
+    # the overage line (V16 held past 19:00 after the 18:00 resize to 1: 2 started hours, one
+    # slice beyond the plan) is a Usage row costing what the invoice line bills, to the cent
+    (overage,) = invoice.lines.filter(kind="overage")
+    assert (overage.hours, overage.amount) == (2, Decimal("0.47"))  # 170.00 x 2 / 720
+    (row,) = [r for r in rows if r["ChargeDescription"] == overage.description]
+    assert (
+        row["ChargeCategory"],
+        row["ChargeFrequency"],
+        row["ConsumedQuantity"],
+        row["ConsumedUnit"],
+        row["x_ConsumedGpuHours"],  # 2 slice-hours of a 50 % slice
+        row["BilledCost"],
+    ) == ("Usage", "Usage-Based", "2.000000", "Slice-Hours", "1.000000", "0.47")
     # org A: the invoice less the credit note; org B: the void nets to zero, the corrected bills
     own = list(csv.DictReader(StringIO(focus_csv(2026, 11, world.org_a))))
     assert {r["BillingAccountId"] for r in own} == {world.org_a.slug}
@@ -181,6 +199,26 @@ def test_focus_1_2_export_meets_the_specification(world) -> None:
     assert {r["x_Corrects"] for r in b_rows if r["InvoiceId"] == corrected.display_number} == {
         other.display_number
     }
+
+
+def test_focus_columns_quantities_and_frequencies(world) -> None:
+    """Item 9 alone (no void, no credit): the specification's column IDs, exact slice-hours,
+    usage columns normalised to GPU-hours, tax rows One-Time."""
+    a, v8 = world.membership(world.owner), world.products["tranche-v100-8g"]
+    place_at(a, world.project_a, v8, 4, utc(2026, 11, 5, 8))
+    _four_quarter_slices_for_an_hour(world, v8)
+    services.run_monthly_invoices(2026, 11)
+    text = focus_csv(2026, 11)
+    header = text.splitlines()[0].split(",")
+    mandatory = [c[0] for c in spec.COLUMNS if c[1] == "Mandatory"]
+    assert [c for c in mandatory if c not in header] == []
+    rows = list(csv.DictReader(StringIO(text)))
+    (purchase,) = [r for r in rows if r["ChargeCategory"] == "Purchase"]
+    hours = 720 - (4 * 24 + 8)  # from Nov 5 08:00 to the month's end
+    assert purchase["PricingQuantity"] == str(4 * hours)  # exact, never 4 x 3.999744
+    (usage,) = [r for r in rows if r["ChargeCategory"] == "Usage"]
+    assert (usage["ConsumedQuantity"], usage["x_ConsumedGpuHours"]) == ("4.000000", "1.000000")
+    assert {r["ChargeFrequency"] for r in rows if r["ChargeCategory"] == "Tax"} == {"One-Time"}
 
 
 def test_focus_downloads(world, client_of, client) -> None:

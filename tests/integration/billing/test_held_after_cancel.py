@@ -8,9 +8,9 @@ from datetime import UTC, datetime
 from decimal import ROUND_HALF_UP, Decimal
 
 from portal.billing import selectors, services
-from portal.billing.models import UsageRecord
-from tests.integration.billing.helpers import place_at
-from tranche import pricing
+from portal.orders.selectors import quote_order
+from tests.integration.billing.helpers import cancelled_but_held, place_at
+from tranche import money, pricing
 
 V16 = "tranche-v100-16g"
 CENT = Decimal("0.01")
@@ -22,20 +22,13 @@ def utc(*args) -> datetime:
 
 def _cancelled_in_october_held_into_november(world):
     """Buy on Oct 5, cancel on Oct 20 at 10:00; the claim is released only on Nov 3 at 14:30."""
-    m, product = world.membership(world.owner), world.products[V16]
-    place_at(m, world.project_a, product, 1, utc(2026, 10, 5))
-    cancel = place_at(m, world.project_a, product, 0, utc(2026, 10, 20, 10, 0))
-    UsageRecord.objects.create(
-        claim_uid="uid-held-on",
-        claim_name="llm-held-on",
-        organization=world.org_a,
-        project=world.project_a,
-        product=product,
-        allocated_at=utc(2026, 10, 5, 0, 5),
-        released_at=utc(2026, 11, 3, 14, 30),
-        opened_by="event",
+    return cancelled_but_held(
+        world,
+        world.products[V16],
+        utc(2026, 10, 5),
+        utc(2026, 10, 20, 10),
+        utc(2026, 11, 3, 14, 30),
     )
-    return cancel
 
 
 def test_a_claim_held_into_the_next_month_is_billed_there(world, settings) -> None:
@@ -65,18 +58,12 @@ def test_a_claim_held_into_the_next_month_is_billed_there(world, settings) -> No
 def test_a_claim_held_on_only_inside_the_grace_period_bills_nothing(world, settings) -> None:
     """Cancel on Oct 31 at 23:30 with a 1 h grace; release at 00:20 on Nov 1: no November bill."""
     settings.CONTROLLER_CANCEL_GRACE_SECONDS = 3600
-    m, product = world.membership(world.owner), world.products[V16]
-    place_at(m, world.project_a, product, 1, utc(2026, 10, 5))
-    place_at(m, world.project_a, product, 0, utc(2026, 10, 31, 23, 30))
-    UsageRecord.objects.create(
-        claim_uid="uid-grace",
-        claim_name="llm-grace",
-        organization=world.org_a,
-        project=world.project_a,
-        product=product,
-        allocated_at=utc(2026, 10, 5, 0, 5),
-        released_at=utc(2026, 11, 1, 0, 20),
-        opened_by="event",
+    cancelled_but_held(
+        world,
+        world.products[V16],
+        utc(2026, 10, 5),
+        utc(2026, 10, 31, 23, 30),
+        utc(2026, 11, 1, 0, 20),
     )
     assert services.generate_invoice(world.org_a, 2026, 11) == (None, False)
 
@@ -92,3 +79,32 @@ def test_the_billing_page_counts_the_held_slices_of_a_cancelled_subscription(
     assert line.held_now == 0
     assert line.cost_so_far == expected
     assert line.projected == expected
+
+
+def test_a_quote_after_overage_adds_the_tax_the_invoice_adds(world, settings) -> None:
+    """The quote's tax is the invoice's tax over the invoice's own lines, overage included.
+
+    Nov 5 buy 1 x V16, Nov 10 10:00 cancel, claim held to 14:30: 4 slice-hours of overage
+    (0.94) beside 30.93 of priced lines. A V8 bought on Nov 20 at 01:15 adds 32.88 net; at 20 %
+    the invoice's tax grows 6.37 → 12.95 (+6.58), where a tax over the priced lines alone
+    (30.93 → 63.81) would grow 6.19 → 12.76 (+6.57): a cent off."""
+    settings.CONTROLLER_CANCEL_GRACE_SECONDS = 3600
+    v16, v8 = world.products[V16], world.products["tranche-v100-8g"]
+    cancelled_but_held(
+        world, v16, utc(2026, 11, 5), utc(2026, 11, 10, 10), utc(2026, 11, 10, 14, 30)
+    )
+    m = world.membership(world.owner)
+    at = utc(2026, 11, 20, 1, 15)
+    quote = quote_order(world.project_a, v8, 1, now=at)
+    order = place_at(m, world.project_a, v8, 1, at)  # what the order page shows
+    assert (order.prorata_charge, order.prorata_tax) == (quote.prorata_charge, quote.prorata_tax)
+    invoice, _ = services.generate_invoice(world.org_a, 2026, 11)
+    assert invoice.lines.filter(kind="overage").get().amount == Decimal("0.94")
+    rate = invoice.tax_rate_percent
+    net_before = invoice.net_total - quote.prorata_charge  # every other line of the invoice
+    total_before = net_before + money.tax_of(net_before, rate)
+    assert (quote.prorata_charge, quote.prorata_tax) == (Decimal("32.88"), Decimal("6.58"))
+    assert invoice.total - total_before == quote.prorata_gross
+    # the billing page at the month's last minute projects the invoice's net and so its tax
+    page = selectors.month_to_date(world.org_a, now=utc(2026, 11, 30, 23, 59))
+    assert money.total(line.projected for line in page) == invoice.net_total

@@ -10,8 +10,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from portal.billing import services
-from portal.billing.models import UsageRecord
-from tests.integration.billing.helpers import place_at
+from tests.integration.billing.helpers import held_claim, place_at
 
 CLASS = "tranche-v100-16g"
 
@@ -21,16 +20,7 @@ def test_month_to_date_figures(world, client_of) -> None:
     start = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
     product = world.products[CLASS]
     place_at(world.membership(world.owner), world.project_a, product, 2, start)
-    UsageRecord.objects.create(
-        claim_uid="c1",
-        claim_name="c1",
-        organization=world.org_a,
-        project=world.project_a,
-        product=product,
-        allocated_at=start,
-        released_at=start + timedelta(hours=1),
-        opened_by="event",
-    )
+    held_claim(world.project_a, product, "c1", start, start + timedelta(hours=1), name="c1")
     body = client_of(world.owner).get(reverse("billing", args=[world.org_a.pk])).content.decode()
     hours = int((now - start).total_seconds() // 3600) + 1
     assert f"<td>{2 * hours}</td><td>1.00</td>" in body  # entitled vs used slice-hours

@@ -173,3 +173,16 @@ def test_tax_on_rounded_net() -> None:
     assert money.tax_of(Decimal("100.00"), Decimal("20")) == Decimal("20.00")
     assert money.tax_of(Decimal("0.05"), Decimal("19")) == Decimal("0.01")
     assert money.tax_of(Decimal("69.09"), Decimal("0")) == Decimal("0.00")
+
+
+def test_tax_added_in_steps_is_the_tax_of_the_whole() -> None:
+    """What each order or credit note adds (the tax of the net after it less before it) sums to
+    the document's tax of its whole net, where taxing each part alone would not."""
+    rate, parts = Decimal("20"), [Decimal("30.93"), Decimal("0.94"), Decimal("32.88")]
+    added, net = [], money.ZERO
+    for part in parts:
+        added.append(money.tax_added(net, part, rate))
+        net += part
+    assert added == [Decimal("6.19"), Decimal("0.18"), Decimal("6.58")]
+    assert sum(added) == money.tax_of(net, rate) == Decimal("12.95")
+    assert sum(money.tax_of(p, rate) for p in parts) == Decimal("12.96")  # per part: a cent more

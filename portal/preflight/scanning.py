@@ -16,7 +16,7 @@ from pathlib import Path
 from django.conf import settings
 from django.db import connections
 
-from portal.preflight import registry
+from portal.preflight import layers, registry
 from portal.preflight.facts import ImageFacts
 from portal.preflight.models import ImageScan
 from portal.preflight.outbound import Policy
@@ -84,7 +84,7 @@ def _cached(digest: str) -> ImageFacts | None:
 def scan_image(image: str) -> ImageFacts:
     """Scan (or recall by the sha256 of its manifest) one image; a finished scan is stored."""
     _release_db()
-    found = registry.scan_image(image, limits(), credentials(), policy(), _cached)
+    found = layers.scan_image(image, limits(), credentials(), policy(), _cached)
     if found.digest and not found.error and not found.image:
         return ImageFacts(**{**found.__dict__, "image": image})  # a cache hit
     if found.digest and not found.error and not found.bound_reached:

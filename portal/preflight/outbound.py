@@ -12,7 +12,7 @@ registry sending a byte a second ends at the deadline like a silent one. The nam
 under the same clock: `getaddrinfo` cannot be interrupted, so it runs in a thread of its own
 and is waited for only until the deadline (a silent DNS server otherwise held a scan for the
 resolver's own 10-30 s); at most MAX_LOOKUPS lookups run at once per process. Bytes are counted by
-the caller (`registry.py`), which reads bodies in bounded steps.
+the callers (`registry.py`, `layers.py`), which read bodies in bounded steps.
 
 Errors (`OutboundError`) are written for the tenant: unreachable, TLS, refused address,
 timeout with the real time; never an internal address, an exception text or a port state.

@@ -34,7 +34,7 @@ from portal.preflight.manifest import ManifestError, parse_manifest
 from portal.preflight.verdicts import Level, Verdict, overall, warning, will_fail
 from portal.tenants.models import Project
 
-ANSWER_MARGIN_S = 1.0
+ANSWER_MARGIN_S = 1.5
 
 
 @dataclass(frozen=True)

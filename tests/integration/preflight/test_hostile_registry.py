@@ -86,7 +86,7 @@ def test_an_alias_bomb_and_deep_nesting_are_clear_verdicts(world, client, no_clu
 def test_calls_waiting_on_a_silent_registry_hold_no_database_connection(
     in_worker, no_cluster
 ) -> None:
-    in_worker.PREFLIGHT_CALL_DEADLINE_SECONDS = 3
+    in_worker.PREFLIGHT_CALL_DEADLINE_SECONDS = 8  # room for a loaded worker to start
     in_worker.PREFLIGHT_USER_CONCURRENCY = in_worker.PREFLIGHT_ORG_CONCURRENCY = 10
     ensure_catalogue()
     user, _org, project = make_tenant("silent", "Silent org")
@@ -114,17 +114,17 @@ def test_calls_waiting_on_a_silent_registry_hold_no_database_connection(
         for thread in threads:
             thread.start()
         # every call is waiting once the worker's first read of each reached the registry
-        wait_for(lambda: len(accepted) >= 4, 10, "each call's scan to reach the silent registry")
+        wait_for(lambda: len(accepted) >= 4, 6, "each call's scan to reach the silent registry")
         during = [held() for _ in range(20) if not time.sleep(0.05)]  # samples over 1 s
         for thread in threads:
-            thread.join(10)
+            thread.join(15)
     assert max(during) <= baseline, (baseline, during)
     assert len(answers) == 4
     for took, body in answers:
-        assert took < 3, took  # within the call's deadline, the checks and the page included
+        assert took < 8, took  # within the call's deadline, the checks and the page included
         gpu = [v for v in body["verdicts"] if v["check"] == "gpu_code"]
         assert gpu
-        assert all("did not finish within 3 s" in v["reason"] for v in gpu), gpu
+        assert all("did not finish within 8 s" in v["reason"] for v in gpu), gpu
 
 
 # Finding 2, under load: a call that waited for a thread before its view started is still
@@ -146,8 +146,8 @@ def test_the_call_deadline_counts_from_the_requests_arrival(in_worker, no_cluste
             [gpu] = [v for v in report.verdicts if v.check == "gpu_code"]
             return time.monotonic() - now.monotonic, gpu.reason
 
-        # waited 2.5 s before the view: 0.5 s of its 3 s wait (4 s less the answer's margin) left
-        took, reason = check(2.5)
+        # waited 2 s before the view: 0.5 s of its 2.5 s wait (4 s less the answer's margin) left
+        took, reason = check(2.0)
         assert took < 1.5, took
         assert "did not finish within 4 s" in reason
         wait_for(lambda: len(accepted) == 1, 10, "the worker's read to reach the registry")

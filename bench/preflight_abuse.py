@@ -5,12 +5,16 @@ fresh test database on the project's PostgreSQL and Redis) with a real pre-fligh
 (threads, as `make run` starts it) whose outbound rules allow-list the bench's loopback
 listener, then:
 
-1. POSTs a 523-byte alias bomb (7 levels of 10 aliases) to the JSON API: its latency, its
-   verdict, and the portal's RSS (VmRSS of the daphne process) before and after.
+1. POSTs a 523-byte alias bomb (7 levels of 10 aliases) and a string bomb (200 KB aliased
+   2,000 times) to the JSON API: their latency beside that of the smallest refusal (a one-line
+   manifest that is no object: the floor of any answer), the time the refusal itself takes in
+   `parse_manifest`, their verdicts, and the portal's RSS (VmRSS of the daphne process) before
+   and after.
 2. Starts 50 pre-flight calls at once (25 organisations x 2: each within its limits), each naming
    3 images on a listener that accepts and never answers, while another tenant's quota page is
    fetched over and over and `/readyz?scope=portal` polled: the page's p50/p95, every readyz
-   status seen, and each call's answer time against its deadline.
+   status seen, and each call's answer time against its deadline (counted by the portal from
+   the request's arrival).
 
 The cluster checks are pointed at a missing kubeconfig (they answer "not checked" at once), so
 the figures are about the registry path. Prints the figures and writes
@@ -21,6 +25,7 @@ Run: `.venv/bin/python bench/preflight_abuse.py [--calls 50] [--deadline 10]`.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import secrets
@@ -29,6 +34,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 
 import urllib3
@@ -37,7 +43,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 # The same manifests the tests send (no Django needed to build them).
-from tests.integration.preflight.hostile import alias_bomb, workload  # noqa: E402
+from tests.integration.preflight.hostile import alias_bomb, string_bomb, workload  # noqa: E402
 
 
 def percentile(values: list[float], pct: float) -> float:
@@ -135,6 +141,47 @@ def main() -> None:  # noqa: PLR0915 (one scenario, read top to bottom)
     print(json.dumps(results, indent=2))
 
 
+def measure_bombs(api, caller: tuple[int, str], port: int) -> dict:
+    """The alias and string bombs against the smallest refusal, over HTTP and in the parser."""
+    from portal.preflight.manifest import ManifestError, parse_manifest
+
+    def timed(body: str, times: int = 9) -> tuple[list[float], dict]:
+        took = []
+        for _ in range(times):
+            started = time.perf_counter()
+            resp = api(*caller, body)
+            took.append((time.perf_counter() - started) * 1000)
+        return took, json.loads(resp.data)["verdicts"][0]
+
+    def parse_ms(body: str) -> float:
+        took = []
+        for _ in range(9):
+            started = time.perf_counter()
+            with contextlib.suppress(ManifestError):
+                parse_manifest(body)
+            took.append((time.perf_counter() - started) * 1000)
+        return round(percentile(took, 50), 2)
+
+    bomb, strings = alias_bomb(7), string_bomb(200_000, 2_000)
+    rss_before = rss_mib(port)
+    floor_ms, _floor = timed("just: text\n")
+    bomb_ms, verdict = timed(bomb)
+    string_ms, string_verdict = timed(strings)
+    rss_after = rss_mib(port)
+    return {
+        "bytes": len(bomb), "http_ms_median": round(percentile(bomb_ms, 50), 1),
+        "http_ms_max": round(max(bomb_ms), 1), "parse_ms_median": parse_ms(bomb),
+        "verdict": verdict["reason"][:120],
+        "string_bomb_bytes": len(strings),
+        "string_bomb_http_ms_median": round(percentile(string_ms, 50), 1),
+        "string_bomb_parse_ms_median": parse_ms(strings),
+        "string_bomb_verdict": string_verdict["reason"][:120],
+        "smallest_refusal_http_ms_median": round(percentile(floor_ms, 50), 1),
+        "portal_rss_mib_before": round(rss_before, 1),
+        "portal_rss_mib_after": round(rss_after, 1),
+    }  # fmt: skip
+
+
 def run(portal, callers, victim_pk: int, cookie: str, *, host: str, args) -> dict:
     base = portal.http_base
     port = int(base.rsplit(":", 1)[1])
@@ -150,20 +197,13 @@ def run(portal, callers, victim_pk: int, cookie: str, *, host: str, args) -> dic
     assert http.request("GET", quota_url, headers={"Cookie": cookie}).status == 200
     api(*callers[0], "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: warm}\n")  # warm-up
 
-    bomb = alias_bomb(7)
-    rss_before = rss_mib(port)
-    bomb_ms = []
-    for _ in range(5):
-        started = time.perf_counter()
-        resp = api(*callers[1], bomb)
-        bomb_ms.append((time.perf_counter() - started) * 1000)
-    verdict = json.loads(resp.data)["verdicts"][0]
-    rss_after = rss_mib(port)
+    bombs = measure_bombs(api, callers[1], port)
 
     stop = threading.Event()
     page_ms: list[float] = []
     readyz: dict[int, int] = {}
     answers: list[tuple[float, int, bool]] = []
+    other: dict[int, str] = {}
 
     def watch_page() -> None:
         while not stop.is_set():
@@ -179,13 +219,19 @@ def run(portal, callers, victim_pk: int, cookie: str, *, host: str, args) -> dic
     def call(project_pk: int, token: str) -> None:
         t0 = time.monotonic()
         resp = api(project_pk, token, workload(*images))
-        body = json.loads(resp.data)
+        took = time.monotonic() - t0
+        try:
+            body = json.loads(resp.data)
+        except ValueError:  # an error page: counted by status, one sample of it kept
+            other.setdefault(resp.status, resp.data[:300].decode("utf-8", "replace"))
+            answers.append((took, resp.status, False))
+            return
         on_time = resp.status == 429 or all(
             f"within {args.deadline} s" in v["reason"]
             for v in body.get("verdicts", [])
             if v["check"] == "gpu_code"
         )
-        answers.append((time.monotonic() - t0, resp.status, on_time))
+        answers.append((took, resp.status, on_time))
 
     watcher = threading.Thread(target=watch_page)
     watcher.start()
@@ -201,18 +247,20 @@ def run(portal, callers, victim_pk: int, cookie: str, *, host: str, args) -> dic
     during = page_ms[len(baseline) :]
     took = [a[0] for a in answers]
     return {
-        "alias_bomb": {
-            "bytes": len(bomb), "http_ms_median": round(percentile(bomb_ms, 50), 1),
-            "http_ms_max": round(max(bomb_ms), 1), "verdict": verdict["reason"][:120],
-            "portal_rss_mib_before": round(rss_before, 1),
-            "portal_rss_mib_after": round(rss_after, 1),
-        },
+        "alias_bomb": bombs,
         "silent_registry": {
             "calls": len(callers), "images_per_call": len(images),
             "call_deadline_s": args.deadline,
-            "answered": len(answers), "statuses": sorted({a[1] for a in answers}),
+            "answered": len(answers),
+            "statuses": dict(Counter(a[1] for a in answers)),
+            "error_pages": other,
             "answered_within_deadline": sum(t <= args.deadline for t in took),
             "verdict_names_the_deadline": sum(a[2] for a in answers),
+            "call_s_median_max_by_status": {
+                code: [round(percentile(ts, 50), 2), round(max(ts), 2)]
+                for code in sorted({a[1] for a in answers})
+                if (ts := [a[0] for a in answers if a[1] == code])
+            },
             "call_s_median": round(percentile(took, 50), 2) if took else None,
             "call_s_max": round(max(took), 2) if took else None,
             "quota_page_ms_p50": round(percentile(during, 50), 1),

@@ -1,6 +1,7 @@
 """ASGI entry point: HTTP goes to Django, websockets to the Channels router.
 
-Sockets pass the same-origin check (scheme, host and port: `portal.core.origin`) and session
+HTTP requests are stamped with their arrival first (`portal.core.arrival`: deadlines count from
+there). Sockets pass the same-origin check (scheme, host and port: `portal.core.origin`) and session
 authentication before any consumer runs;
 consumers then authorise on connect and per event.
 """
@@ -17,12 +18,13 @@ django_asgi_app = get_asgi_application()
 from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs Django set up first)
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
+from portal.core.arrival import StampArrival  # noqa: E402
 from portal.core.origin import SameOriginValidator  # noqa: E402
 from portal.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
-        "http": django_asgi_app,
+        "http": StampArrival(django_asgi_app),  # deadlines count from here (#28)
         "websocket": SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )

@@ -2,10 +2,11 @@
 
 Pure (no Django, no cluster). Only the safe loader: no tags that build Python objects. The input
 is untrusted work, so every bound is checked before the cost it prevents: the size on the bytes
-before parsing (a 5 MB paste is refused without work); nodes are counted as the composer meets
-them, an alias as the size it expands to, and capped (a 523-byte alias bomb expanded to
-gigabytes when serialised, #28); nesting depth is capped before parsing and while composing
-(5,000 nested `[` was a RecursionError, a 500); the objects' JSON size is capped after loading.
+before parsing (a 5 MB paste is refused without work); `[`/`{` nesting before parsing (5,000
+nested `[` was a RecursionError, a 500); then one pass over the parser's events, before any
+node is built, counts nodes and scalar bytes as they are once aliases are expanded and the
+nesting depth, and stops at a cap (a 523-byte alias bomb expanded to gigabytes when
+serialised, #28); the objects' JSON size is checked again after loading.
 `apiVersion`, `kind` and `metadata.name` must look like Kubernetes names, because they become
 the path of a request (`gather.dry_run`).
 """
@@ -19,6 +20,10 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 import yaml
+
+# libyaml (C) where PyYAML was built with it, as its wheels are; the pure-Python one otherwise
+_Parser = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 MAX_MANIFEST_BYTES = 1024 * 1024
 MAX_OBJECTS = 100
@@ -46,49 +51,74 @@ class ManifestError(ValueError):
     """The manifest cannot be read; the message says what to change."""
 
 
-class _BoundedLoader(yaml.SafeLoader):
-    """The safe loader, counting nodes as they would be after aliases are expanded, and capping
-    that count and the nesting depth as it composes (the pure-Python composer: the C one cannot
-    be bounded, and 1 MiB is fast enough). Aliases stay allowed (PyYAML and other tools write
-    them for repeated values), but a 523-byte bomb of 10^7 expanded nodes stops at the cap."""
+class _Open:
+    """A sequence or mapping whose end event has not come yet."""
 
-    depth = 0
-    nodes = 0
+    __slots__ = ("anchor", "bytes", "nodes")
 
-    def _expanded(self, node: yaml.Node, sizes: dict[int, int]) -> int:
-        if id(node) not in sizes:
-            children: list[Any] = []
-            if isinstance(node, yaml.SequenceNode):
-                children = node.value
-            elif isinstance(node, yaml.MappingNode):
-                children = [part for pair in node.value for part in pair]
-            sizes[id(node)] = 1 + sum(self._expanded(child, sizes) for child in children)
-        return sizes[id(node)]
+    def __init__(self, anchor: str | None, nodes: int, size: int) -> None:
+        self.anchor, self.nodes, self.bytes = anchor, nodes, size
 
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        event = self.peek_event()
-        line = event.start_mark.line + 1
-        if isinstance(event, yaml.AliasEvent) and event.anchor in self.anchors:
-            self.nodes += self._expanded(self.anchors[event.anchor], {})
-        else:
-            self.nodes += 1
-        if self.nodes > MAX_NODES:
-            raise ManifestError(
-                f"The manifest holds more than {MAX_NODES:,} values once its YAML aliases "
-                f"(*name) are expanded (at line {line}); pre-flight stops there, because a few "
-                "hundred bytes of aliases can stand for gigabytes. Write the values out, or "
-                "check the objects of one workload at a time."
-            )
-        self.depth += 1
-        if self.depth > MAX_DEPTH:
-            raise ManifestError(
-                f"The manifest nests deeper than {MAX_DEPTH} levels at line {line}; no "
-                "Kubernetes object does. Check the brackets."
-            )
-        try:
-            return super().compose_node(parent, index)
-        finally:
-            self.depth -= 1
+
+def _too_many(line: int) -> ManifestError:
+    return ManifestError(
+        f"The manifest holds more than {MAX_NODES:,} values once its YAML aliases (*name) are "
+        f"expanded (at line {line}); pre-flight stops there, because a few hundred bytes of "
+        "aliases can stand for gigabytes. Write the values out, or check the objects of one "
+        "workload at a time."
+    )
+
+
+def _too_long(line: int) -> ManifestError:
+    return ManifestError(
+        f"The manifest's values come to more than {MAX_SERIALISED_BYTES // 1024 // 1024} MiB "
+        f"once its YAML aliases (*name) are expanded (at line {line}); pre-flight sends at most "
+        "that. Write the values out, or check fewer objects at a time."
+    )
+
+
+def _too_deep(line: int) -> ManifestError:
+    return ManifestError(
+        f"The manifest nests deeper than {MAX_DEPTH} levels at line {line}; no Kubernetes "
+        "object does. Check the brackets."
+    )
+
+
+def _check_expansion(text: str) -> None:
+    """One pass over the parser's events (libyaml, in C), before any node is built: the values
+    the manifest stands for once aliases are expanded (an alias counts as everything its anchor
+    names: nodes, and bytes of scalars), and the nesting depth. It stops at the first event past
+    a cap, so a 523-byte bomb of 10^7 expanded nodes, or one long string aliased 100,000 times
+    (62 GB as JSON), costs a few hundred events. Aliases stay allowed (PyYAML and other tools
+    write them for repeated values)."""
+    nodes = size = 0
+    anchors: dict[str, tuple[int, int]] = {}
+    stack: list[_Open] = []
+    for event in yaml.parse(text, Loader=_Parser):
+        kind = type(event)
+        if kind is yaml.ScalarEvent:
+            nodes, size = nodes + 1, size + len(event.value)
+            if event.anchor:
+                anchors[event.anchor] = (1, len(event.value))
+        elif kind is yaml.AliasEvent:
+            # an unknown anchor is the composer's error, with its own message
+            more_nodes, more_bytes = anchors.get(event.anchor, (1, 0))
+            nodes, size = nodes + more_nodes, size + more_bytes
+        elif kind is yaml.SequenceStartEvent or kind is yaml.MappingStartEvent:
+            stack.append(_Open(event.anchor, nodes, size))
+            nodes += 1
+            if len(stack) > MAX_DEPTH:
+                raise _too_deep(event.start_mark.line + 1)
+        elif kind is yaml.SequenceEndEvent or kind is yaml.MappingEndEvent:
+            opened = stack.pop()
+            if opened.anchor:
+                anchors[opened.anchor] = (nodes - opened.nodes, size - opened.bytes)
+        elif kind is yaml.DocumentStartEvent:
+            anchors.clear()  # anchors are per document
+        if nodes > MAX_NODES:
+            raise _too_many(event.start_mark.line + 1)
+        if size > MAX_SERIALISED_BYTES:
+            raise _too_long(event.start_mark.line + 1)
 
 
 _BRACKET = re.compile(r"[\[\]{}]")
@@ -102,16 +132,14 @@ def _check_flow_depth(text: str) -> None:
     for match in _BRACKET.finditer(text):
         depth = depth + 1 if match.group() in "[{" else max(0, depth - 1)
         if depth > MAX_DEPTH:
-            line = text.count("\n", 0, match.start()) + 1
-            raise ManifestError(
-                f"The manifest nests deeper than {MAX_DEPTH} levels at line {line}; no "
-                "Kubernetes object does. Check the brackets."
-            )
+            raise _too_deep(text.count("\n", 0, match.start()) + 1)
 
 
 def _load(raw: bytes) -> list[Any]:
-    _check_flow_depth(raw.decode("utf-8"))
-    loader = _BoundedLoader(raw.decode("utf-8"))
+    text = raw.decode("utf-8")
+    _check_flow_depth(text)
+    _check_expansion(text)
+    loader = _Loader(text)  # bounded now: the events were counted
     try:
         docs = []
         while loader.check_data():

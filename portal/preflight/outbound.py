@@ -8,8 +8,11 @@ the address that was checked (no second resolution to rebind); redirects are fol
 and checked again, and credentials never follow a redirect to another host.
 
 Time is a wall clock, not a per-read timeout: a watchdog shuts the socket at the deadline, so a
-registry sending a byte a second ends at the deadline like a silent one. Bytes are counted by
-the caller (`registry.py`), which reads bodies in bounded steps.
+registry sending a byte a second ends at the deadline like a silent one. The name lookup is
+under the same clock: `getaddrinfo` cannot be interrupted, so it runs in a thread of its own
+and is waited for only until the deadline (a silent DNS server otherwise held a scan for the
+resolver's own 10-30 s); at most MAX_LOOKUPS lookups run at once per process. Bytes are counted by
+the callers (`registry.py`, `layers.py`), which read bodies in bounded steps.
 
 Errors (`OutboundError`) are written for the tenant: unreachable, TLS, refused address,
 timeout with the real time; never an internal address, an exception text or a port state.
@@ -24,6 +27,7 @@ import socket
 import ssl
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode, urljoin, urlsplit
@@ -32,6 +36,8 @@ import urllib3
 from urllib3.connection import HTTPConnection, HTTPSConnection
 
 MAX_REDIRECTS = 5
+MAX_LOOKUPS = 32
+_LOOKUPS = threading.BoundedSemaphore(MAX_LOOKUPS)
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
@@ -52,6 +58,7 @@ class Policy:
     realm_hosts: frozenset[str] = frozenset()  # token services besides the registry's own host
     blocked_networks: tuple[IPNetwork, ...] = ()  # the cluster's service and pod ranges
     timeout_s: float = 10.0  # connect, and the longest wait for any one read
+    getaddrinfo: Callable[..., list] = socket.getaddrinfo  # the name lookup (tests: a silent one)
 
     @staticmethod
     def networks(cidrs: list[str]) -> tuple[IPNetwork, ...]:
@@ -106,12 +113,37 @@ def _refused(address: ipaddress.IPv4Address | ipaddress.IPv6Address, policy: Pol
     return any(address in net for net in policy.blocked_networks)
 
 
-def resolve(target: Target, policy: Policy) -> str:
-    """The one address connected to; refused if any address of the name is not public."""
-    try:
-        infos = socket.getaddrinfo(target.host, target.port, type=socket.SOCK_STREAM)
-    except (OSError, UnicodeError):
-        raise OutboundError(f"The registry host {target.host} does not exist (DNS).") from None
+def _lookup(target: Target, policy: Policy, seconds: float) -> list:
+    """getaddrinfo's answer, waited for at most `seconds` (else OutboundError); the lookup's
+    thread ends when the resolver gives up, and holds one of MAX_LOOKUPS meanwhile."""
+    started = time.monotonic()
+    slow = f"the name {target.host} could not be looked up within {max(seconds, 0):.0f} s (DNS)"
+    if not _LOOKUPS.acquire(timeout=max(0.0, seconds)):
+        raise OutboundError(slow)
+    answer: dict[str, Any] = {}
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            answer["infos"] = policy.getaddrinfo(target.host, target.port, type=socket.SOCK_STREAM)
+        except (OSError, UnicodeError) as exc:
+            answer["error"] = exc
+        finally:
+            _LOOKUPS.release()
+            done.set()
+
+    threading.Thread(target=run, name=f"lookup {target.host}", daemon=True).start()
+    if not done.wait(max(0.0, seconds - (time.monotonic() - started))):
+        raise OutboundError(slow)
+    if "error" in answer:
+        raise OutboundError(f"The registry host {target.host} does not exist (DNS).")
+    return answer["infos"]
+
+
+def resolve(target: Target, policy: Policy, seconds: float | None = None) -> str:
+    """The one address connected to; refused if any address of the name is not public. The
+    lookup is waited for at most `seconds` (the policy's timeout if not given)."""
+    infos = _lookup(target, policy, policy.timeout_s if seconds is None else seconds)
     addresses = [ipaddress.ip_address(info[4][0].split("%")[0]) for info in infos]
     if not _listed(target.hostport, target.host, policy.allowed_hosts) and any(
         _refused(a, policy) for a in addresses
@@ -165,7 +197,12 @@ class Client:
             raise DeadlineError(f"took longer than {self.deadline_s:.0f} s")
 
     def _connect(self, target: Target) -> HTTPConnection:
-        address = resolve(target, self.policy)
+        try:
+            left = self.deadline - time.monotonic()
+            address = resolve(target, self.policy, min(self.policy.timeout_s, left))
+        except OutboundError:
+            self.check_deadline()  # the image's deadline, if that is what ended the lookup
+            raise
         timeout = max(0.1, min(self.policy.timeout_s, self.deadline - time.monotonic()))
         if target.scheme == "https":
             conn: HTTPConnection = HTTPSConnection(

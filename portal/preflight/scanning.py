@@ -4,7 +4,7 @@ Runs in the Celery worker (`tasks.scan_images`), never in the web process. A dat
 connection is held only around the two short cache queries, never across the registry's
 network I/O (a silent registry once held every connection of the portal, #28). Scans are cached
 by the sha256 of the manifest bytes received (checked by `registry.py` against the reference and
-the header), and only when every layer matched its digest and no bound was reached.
+the header), and only when every layer matched its digest (`layers.py`) and no bound was reached.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 from django.conf import settings
 from django.db import connections
 
-from portal.preflight import registry
+from portal.preflight import layers, registry
 from portal.preflight.facts import ImageFacts
 from portal.preflight.models import ImageScan
 from portal.preflight.outbound import Policy
@@ -84,7 +84,7 @@ def _cached(digest: str) -> ImageFacts | None:
 def scan_image(image: str) -> ImageFacts:
     """Scan (or recall by the sha256 of its manifest) one image; a finished scan is stored."""
     _release_db()
-    found = registry.scan_image(image, limits(), credentials(), policy(), _cached)
+    found = layers.scan_image(image, limits(), credentials(), policy(), _cached)
     if found.digest and not found.error and not found.image:
         return ImageFacts(**{**found.__dict__, "image": image})  # a cache hit
     if found.digest and not found.error and not found.bound_reached:

@@ -6,6 +6,12 @@ Never raises for bad input or an unreachable dependency: a manifest that cannot 
 Image scans run in the pre-flight worker (`tasks.scan_images`, queue PREFLIGHT_QUEUE); the web
 process waits for their results on Redis until the call's deadline, holding no database
 connection meanwhile.
+
+The call's deadline (PREFLIGHT_CALL_DEADLINE_SECONDS) counts from the request's arrival at the
+portal (`portal.core.arrival`), not from this view's start: under load a request can wait
+seconds for a thread first (#28). The wait ends ANSWER_MARGIN_S before it, which keeps the time
+the checks, the page and the server's own queue need after the wait; the worker gets the same
+instant and starts no image after it (nobody would read the result).
 """
 
 from __future__ import annotations
@@ -22,13 +28,30 @@ from django.db import connections
 from portal.access import cluster
 from portal.agents.selectors import measured_context_bytes
 from portal.catalog.models import Product
+from portal.core.arrival import Arrival
 from portal.preflight import checks, gather, kube, limits, tasks
 from portal.preflight.facts import Facts, ImageFacts, ProductFacts
 from portal.preflight.manifest import ManifestError, parse_manifest
 from portal.preflight.verdicts import Level, Verdict, overall, warning, will_fail
 from portal.tenants.models import Project
 
-ANSWER_MARGIN_S = 0.5
+ANSWER_MARGIN_S = 1.5
+
+
+@dataclass(frozen=True)
+class CallDeadline:
+    """The instant a call's scans stop being waited for, on both clocks (worker: wall)."""
+
+    monotonic: float
+    wall: float
+
+    @classmethod
+    def after(cls, arrival: Arrival) -> CallDeadline:
+        budget = settings.PREFLIGHT_CALL_DEADLINE_SECONDS - ANSWER_MARGIN_S
+        return cls(arrival.monotonic + budget, arrival.wall + budget)
+
+    def left(self) -> float:
+        return self.monotonic - time.monotonic()
 
 
 @dataclass(frozen=True)
@@ -71,32 +94,43 @@ def _image_facts(found: dict[str, Any]) -> ImageFacts:
     return ImageFacts(**{k: tuple(v) if isinstance(v, list) else v for k, v in found.items()})
 
 
-def scan_in_worker(images: list[str], slot: limits.Slot, deadline: float) -> dict[str, ImageFacts]:
-    """Scan `images` in the pre-flight worker; wait for each result until `deadline` (a
-    time.monotonic() value). An image not done by then says so; the worker finishes it (and
-    caches it) within its own per-image deadline and then frees the slot."""
+def _timed_out(image: str) -> ImageFacts:
+    waited = settings.PREFLIGHT_CALL_DEADLINE_SECONDS
+    return ImageFacts(
+        image=image,
+        error=f"Reading {image} did not finish within {waited:.0f} s, pre-flight's limit for "
+        "one call (the registry is slow, or pre-flight is busy). Check again in a minute: a "
+        "scan that had started goes on in the background and is kept.",
+    )
+
+
+def scan_in_worker(
+    images: list[str], slot: limits.Slot, deadline: CallDeadline
+) -> tuple[dict[str, ImageFacts], bool]:
+    """Scan `images` in the pre-flight worker; wait for each result until `deadline`. An image
+    not done by then says so; the worker finishes one it had started (and caches it) within its
+    own per-image deadline, starts none after `deadline`, and then frees the slot. Returns the
+    facts and whether the work was handed to the worker (then the worker frees the slot)."""
+    if deadline.left() <= 0:  # the request waited its whole deadline before getting here
+        return {image: _timed_out(image) for image in images}, False
     key = f"{settings.PREFLIGHT_KEY_PREFIX}:result:{uuid.uuid4().hex}"
     tasks.scan_images.apply_async(
-        (key, images, slot.as_list()), queue=settings.PREFLIGHT_QUEUE,
-        expires=settings.PREFLIGHT_CALL_DEADLINE_SECONDS,
+        (key, images, slot.as_list(), deadline.wall), queue=settings.PREFLIGHT_QUEUE,
+        expires=slot_hold_s(),  # the slot's own expiry: the task itself refuses late work
     )  # fmt: skip
     found: dict[str, ImageFacts] = {}
     redis = limits.client()
-    while len(found) < len(images) and (left := deadline - time.monotonic()) > 0:
+    while len(found) < len(images) and (left := deadline.left()) > 0:
         popped = redis.blpop([key], timeout=max(0.05, min(left, 5.0)))
         if popped is not None:
             facts = _image_facts(json.loads(popped[1]))
             found[facts.image] = facts
-    waited = settings.PREFLIGHT_CALL_DEADLINE_SECONDS
-    for image in images:
-        if image not in found:
-            found[image] = ImageFacts(
-                image=image,
-                error=f"Reading {image} did not finish within {waited:.0f} s, pre-flight's "
-                "limit for one call. It goes on in the background (a finished scan is kept): "
-                "check again in a minute.",
-            )
-    return found
+    return {image: found.get(image) or _timed_out(image) for image in images}, True
+
+
+def slot_hold_s() -> float:
+    """The longest a call's slot can be needed: the call, then one image the worker started."""
+    return settings.PREFLIGHT_CALL_DEADLINE_SECONDS + settings.PREFLIGHT_IMAGE_DEADLINE_SECONDS
 
 
 def _cluster_facts(
@@ -116,28 +150,28 @@ def _cluster_facts(
 
 
 def run_preflight(
-    user: Any, project: Project, text: str | bytes, scan_images: bool = True
+    user: Any,
+    project: Project,
+    text: str | bytes,
+    scan_images: bool = True,
+    arrival: Arrival | None = None,
 ) -> Report:
-    """Every verdict for `text` applied in `project` by `user`.
+    """Every verdict for `text` applied in `project` by `user`, answered by the call's deadline
+    counted from `arrival` (the request's; now if not given).
 
     Raises `limits.BusyError` when the user or organisation has too many calls running or ran
     too many this minute. The database is read first (products, the user's identity), then
     released: the cluster calls and the image scans (in the worker) hold no connection."""
-    started = time.monotonic()
+    deadline = CallDeadline.after(arrival or Arrival.now())
     try:
         objects = parse_manifest(text)
     except ManifestError as exc:
         return Report(
             [will_fail("manifest", "manifest", str(exc), "Fix the YAML and check again.")]
         )
-    hold = settings.PREFLIGHT_CALL_DEADLINE_SECONDS + (
-        settings.PREFLIGHT_MAX_IMAGES * settings.PREFLIGHT_IMAGE_DEADLINE_SECONDS
-    )
-    slot = limits.acquire(user.pk, project.organization_id, hold)
+    slot = limits.acquire(user.pk, project.organization_id, slot_hold_s())
     dispatched = False
     try:
-        # the whole call's answer time; the last moment is kept for the checks and the page
-        deadline = started + settings.PREFLIGHT_CALL_DEADLINE_SECONDS - ANSWER_MARGIN_S
         products = product_facts()
         identity = kube.tenant_identity(user, project.namespace)
         _release_db()
@@ -163,8 +197,10 @@ def run_preflight(
                     f"{settings.PREFLIGHT_MAX_IMAGES} per check. Check the rest separately.",
                 )
             if images:
-                dispatched = True
-                scanned |= scan_in_worker(images[: settings.PREFLIGHT_MAX_IMAGES], slot, deadline)
+                found, dispatched = scan_in_worker(
+                    images[: settings.PREFLIGHT_MAX_IMAGES], slot, deadline
+                )
+                scanned |= found
             facts = Facts(**{**facts.__dict__, "images": scanned})
         return Report(extra + checks.run_checks(facts))
     finally:

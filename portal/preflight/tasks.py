@@ -5,12 +5,19 @@ process named and waits on (`service.scan_in_worker`), one JSON `ImageFacts` per
 call gets every image finished by its deadline even when another is still being read. The
 call's slot (`limits.Slot`) is released when the last image is done, success or not. Not
 retried: a scan that failed said why in its result, and the tenant can check again.
+
+`answer_by` is the call's deadline (wall clock, `service.CallDeadline`): no image is started
+after it, because the web process has answered by then and nobody reads the result. Under load
+that keeps the worker's threads for calls still waiting (#28: 50 calls at a silent registry
+queued 150 image reads behind each other). An image started before it runs to its own deadline
+and is cached, so checking again answers at once.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import time
 
 from celery import shared_task
 
@@ -20,10 +27,15 @@ RESULT_TTL_S = 600
 
 
 @shared_task(name="preflight.scan_images", acks_late=False, ignore_result=True)
-def scan_images(key: str, images: list[str], slot: list[str]) -> None:
-    """Scan each image, RPUSH its facts to `key`; `slot` is released at the end."""
+def scan_images(
+    key: str, images: list[str], slot: list[str], answer_by: float | None = None
+) -> None:
+    """Scan each image, RPUSH its facts to `key`; `slot` is released at the end. No image is
+    started at or after `answer_by` (time.time())."""
     try:
         for image in images:
+            if answer_by is not None and time.time() >= answer_by:
+                break
             found = scanning.scan_image(image)
             redis = limits.client()
             redis.rpush(key, json.dumps(dataclasses.asdict(found)))

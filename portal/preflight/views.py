@@ -18,6 +18,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
+from portal.core.arrival import arrived_at
 from portal.preflight import tokens
 from portal.preflight.limits import BusyError
 from portal.preflight.manifest import MAX_MANIFEST_BYTES
@@ -53,13 +54,14 @@ def _manifest_from_form(request: HttpRequest) -> tuple[str, Report | None]:
 @login_required
 def preflight_page(request: HttpRequest, project_id: int) -> HttpResponse:
     """Paste or upload a manifest, see per check a verdict, the reason and the fix."""
+    arrival = arrived_at(request)
     project, _ = get_project(request.user, project_id)
     text, report, busy = "", None, ""
     if request.method == "POST":
         text, report = _manifest_from_form(request)
         if report is None:
             try:
-                report = run_preflight(request.user, project, text)
+                report = run_preflight(request.user, project, text, arrival=arrival)
             except BusyError as exc:
                 busy = str(exc)
     context = {
@@ -107,6 +109,7 @@ def _api_manifest(request: HttpRequest) -> tuple[str, JsonResponse | None]:
 @csrf_exempt
 def preflight_api(request: HttpRequest, project_id: int) -> HttpResponse:
     """POST a manifest, get `{"overall": ..., "verdicts": [...]}`."""
+    arrival = arrived_at(request)  # the ASGI server's stamp; else now, before any query
     user, by_session, token_organization = _api_user(request)
     if user is None:
         return _error(
@@ -128,7 +131,8 @@ def preflight_api(request: HttpRequest, project_id: int) -> HttpResponse:
     if refused is not None:
         return refused
     try:
-        return JsonResponse(run_preflight(user, project, text).as_json())
+        report = run_preflight(user, project, text, arrival=arrival)
+        return JsonResponse(report.as_json())
     except BusyError as exc:
         resp = JsonResponse({"error": str(exc), "retry_after_s": exc.retry_after}, status=429)
         resp["Retry-After"] = str(exc.retry_after)

@@ -148,15 +148,19 @@ def accept_invitation(*, user, invitation: Invitation) -> Membership:
 def sign_up_invited(*, invitation: Invitation, username: str, password: str):
     """Create an account with the invitation's email address and join its organization with
     its role, in one transaction: no organization or project of their own is made. Refused
-    (nothing created) if the name is taken or the invitation was used or expired meanwhile."""
-    user_model = get_user_model()
-    if user_model.objects.filter(username__iexact=username).exists():
+    (nothing created) if the name is taken, looks like a taken one (the same rules as `sign_up`,
+    #28), or the invitation was used or expired meanwhile."""
+    username = usernames.normalize(username)
+    usernames.check_new_username(username)
+    try:
+        with transaction.atomic():  # a savepoint: a concurrent sign-up of the same name
+            user = get_user_model().objects.create_user(
+                username=username, email=invitation.email, password=password
+            )
+    except IntegrityError as exc:
         raise ServiceError(
             f"The username {username!r} is already taken. Choose another, or log in if it is yours."
-        )
-    user = user_model.objects.create_user(
-        username=username, email=invitation.email, password=password
-    )
+        ) from exc
     accept_invitation(user=user, invitation=invitation)
     return user
 

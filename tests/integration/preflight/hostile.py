@@ -162,3 +162,12 @@ def alias_bomb(levels: int) -> str:
         "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: bomb}\ndata:\n  x: y\nbomb:\n"
         + "\n".join(lines)
     )
+
+
+def string_bomb(size: int, copies: int) -> str:
+    """One long string and `copies` aliases of it: few nodes, but `size * copies` bytes."""
+    aliases = ",".join(["*s"] * copies)
+    return (
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: bomb}\ndata:\n"
+        f"  a: &s {'x' * size}\n  b: [{aliases}]\n"
+    )

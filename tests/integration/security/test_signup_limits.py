@@ -84,3 +84,29 @@ def test_look_alike_usernames_are_refused_at_sign_up(fresh_counters, candidate, 
     assert response.status_code == 400, response.status_code
     assert why in response.content.decode()
     assert get_user_model().objects.count() == 1
+
+
+@pytest.mark.parametrize(
+    ("candidate", "why"),
+    [
+        ("PENALICE", "already taken"),
+        ("\uff50\uff45\uff4e\uff41\uff4c\uff49\uff43\uff45", "already taken"),  # was a 500
+        ("p\u0435nalice", "other than Latin letters"),  # Cyrillic e: was accepted
+        ("pena1ice", "looks too much like"),
+    ],
+)
+@pytest.mark.django_db
+def test_an_invited_sign_up_follows_the_same_username_rules(candidate, why):
+    from portal.tenants.errors import ServiceError
+    from portal.tenants.models import Membership
+    from portal.tenants.services import invite_member, sign_up_invited
+    from tests.helpers.factories import make_tenant
+
+    owner, org, _project = make_tenant("penalice", "Penalice org")
+    membership = Membership.objects.get(user=owner, organization=org)
+    invitation, _token = invite_member(
+        membership=membership, email="new@example.test", role="member"
+    )
+    with pytest.raises(ServiceError, match=why):
+        sign_up_invited(invitation=invitation, username=candidate, password="a long pass phrase 9")
+    assert get_user_model().objects.count() == 1

@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
+import threading
+import time
+
 import pytest
 
-from portal.preflight.outbound import OutboundError, Policy, resolve, target_of
+from portal.preflight.outbound import (
+    Client,
+    DeadlineError,
+    OutboundError,
+    Policy,
+    resolve,
+    target_of,
+)
 
 
 def test_plain_http_only_for_listed_hosts() -> None:
@@ -38,3 +48,34 @@ def test_the_clusters_ranges_are_refused_even_when_public() -> None:
     with pytest.raises(OutboundError, match="not a public address"):
         resolve(target_of("https://8.8.8.8/", policy), policy)
     assert resolve(target_of("https://8.8.4.4/", policy), policy) == "8.8.4.4"
+
+
+def test_a_name_lookup_that_never_answers_ends_at_the_deadline() -> None:
+    """getaddrinfo cannot be pointed at a loopback DNS server without root (resolv.conf), so
+    the silent server is a lookup that blocks until the test ends, as glibc's does while its
+    server stays silent; nothing else is replaced."""
+    answered = threading.Event()
+
+    def silent_dns(*_args: object, **_kwargs: object) -> list:
+        answered.wait(30)
+        raise OSError("no answer")
+
+    try:
+        policy = Policy(getaddrinfo=silent_dns, timeout_s=10)
+        client = Client(policy, time.monotonic() + 1.0, 1.0)
+        started = time.monotonic()
+        with pytest.raises(DeadlineError, match="longer than 1 s"):
+            client.request("GET", "https://registry.example/v2/")
+        assert time.monotonic() - started < 1.5
+        client.close()
+
+        # the policy's per-step timeout holds too, in words for the tenant
+        policy = Policy(getaddrinfo=silent_dns, timeout_s=1)
+        client = Client(policy, time.monotonic() + 30, 30)
+        started = time.monotonic()
+        with pytest.raises(OutboundError, match=r"registry.example could not be looked up within"):
+            client.request("GET", "https://registry.example/v2/")
+        assert time.monotonic() - started < 1.5
+        client.close()
+    finally:
+        answered.set()

@@ -17,6 +17,7 @@ import io
 import json
 import subprocess
 import tarfile
+import tempfile
 from pathlib import Path
 
 from deploy.devcluster.config import Settings, load_node_settings, load_settings
@@ -64,15 +65,18 @@ def load_into(settings: Settings, node: NodePaths, layout: Path, registry: str) 
     ctr = node_build.containerd_dir(settings) / "ctr"
     argv = [str(ctr), "--address", str(node.socket.resolve()), "--namespace", "k8s.io",
             "images", "import", "--no-unpack", "-"]  # fmt: skip
-    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)  # fmt: skip
-    try:
-        _stream(layout, index, proc.stdin)
-    finally:
-        proc.stdin.close()
-    _, err = proc.communicate(timeout=300)
-    if proc.returncode != 0:
-        raise LoadError(f"{node.name}: ctr images import failed: {err.decode(errors='replace')}")
+    with tempfile.TemporaryFile() as errors:
+        proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                stderr=errors)  # fmt: skip
+        try:
+            _stream(layout, index, proc.stdin)
+        finally:
+            proc.stdin.close()
+            proc.wait(timeout=300)
+        errors.seek(0)
+        if proc.returncode != 0:
+            text = errors.read().decode(errors="replace")
+            raise LoadError(f"{node.name}: ctr images import failed: {text}")
     return names
 
 

@@ -3,6 +3,8 @@
 Needs the images (`make images`) and the local cluster with a real node; `make test-install`
 runs it (not part of `make test`: docs/install.md, "The install tier"). The release is left
 installed at the end only if TRANCHE_KEEP_INSTALL=1 (to look at it); otherwise uninstalled.
+TRANCHE_REUSE_INSTALL=1 (while writing tests) keeps a release that is already up instead of
+installing afresh; the install's own figures and checks then fail, saying so.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ def installation(kube_cluster) -> Iterator[Installation]:
     if not (LAYOUT / "index.json").is_file():
         pytest.fail(f"no images in {LAYOUT}: run `make images` first", pytrace=False)
     inst = Installation(kube_cluster, real_node_paths(), portal_port())
-    inst.install(version())
+    if not (os.environ.get("TRANCHE_REUSE_INSTALL") == "1" and inst.up()):
+        inst.install(version())
     figures = ", ".join(f"{k} {v:.1f}" for k, v in inst.timings.items())
     print(f"\ninstall timings (s): {figures}")  # noqa: T201
     try:

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import psycopg
 import yaml
-from kubernetes import client
+from kubernetes import client, watch
 
 from deploy.devcluster.config import load_node_settings, load_settings
 from deploy.devcluster.node.render import NodePaths, node_paths
@@ -134,18 +134,21 @@ class Installation:
 
     # --- the install ---------------------------------------------------------------------
     def _watch_job(self, stop: threading.Event) -> None:
-        """Record the migrations Job's states while helm runs it (deleted once it succeeded)."""
+        """Record the migrations Job's states while helm runs it: a watch, since helm deletes
+        the Job the moment it succeeded (a poll would miss the Complete state)."""
         batch = client.BatchV1Api(self.api)
+        selector = f"metadata.name={RELEASE}-migrate"
         while not stop.is_set():
-            try:
-                job = batch.read_namespaced_job(f"{RELEASE}-migrate", NAMESPACE)
+            stream = watch.Watch()
+            for event in stream.stream(batch.list_namespaced_job, NAMESPACE,
+                                       field_selector=selector, timeout_seconds=2):  # fmt: skip
+                job = event["object"]
                 conds = [c.type for c in (job.status.conditions or []) if c.status == "True"]
                 state = ",".join(conds) or "running"
                 if not self.job_states or self.job_states[-1] != state:
                     self.job_states.append(state)
-            except client.ApiException:
-                pass
-            stop.wait(0.2)
+                if stop.is_set():
+                    stream.stop()
 
     def install(self, tag: str) -> None:
         started = time.monotonic()
@@ -202,6 +205,15 @@ class Installation:
                      f"{RELEASE}-secrets", "tranche-node-tokens", check=False)  # fmt: skip
 
     # --- what the tests look at ----------------------------------------------------------
+    def up(self) -> bool:
+        """A release is installed and every platform pod is Ready."""
+        if "STATUS: deployed" not in self.helm("status", RELEASE, "-n", NAMESPACE, check=False):
+            return False
+        try:
+            return self.all_ready()
+        except client.ApiException:
+            return False
+
     def pods(self) -> list[client.V1Pod]:
         return client.CoreV1Api(self.api).list_namespaced_pod(NAMESPACE).items
 

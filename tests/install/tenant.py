@@ -1,0 +1,108 @@
+"""A tenant using the installed portal over plain HTTP, as a browser would submit its forms.
+
+Cookies (session, CSRF) are kept per tenant; each form is read from the page that shows it
+(hidden fields: CSRF token, the confirmation key and the quote the tenant saw), so what is posted
+is what the portal rendered, not field values copied from its source.
+"""
+
+from __future__ import annotations
+
+import html
+import http.cookiejar
+import re
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass, field
+
+_FORM = re.compile(r"<form\b(?P<attrs>[^>]*)>(?P<body>.*?)</form>", re.S | re.I)
+_INPUT = re.compile(r"<input\b[^>]*>", re.S | re.I)
+_ATTR = re.compile(r'([a-zA-Z_:-]+)\s*=\s*"([^"]*)"')
+
+
+@dataclass
+class Response:
+    status: int
+    url: str
+    body: str
+    headers: dict[str, str]
+
+
+def _attrs(tag: str) -> dict[str, str]:
+    return {k.lower(): html.unescape(v) for k, v in _ATTR.findall(tag)}
+
+
+def form_fields(page: str, containing: str) -> tuple[str, dict[str, str]]:
+    """(action, name -> value) of the first form whose HTML contains `containing`."""
+    for match in _FORM.finditer(page):
+        if containing in match.group("body"):
+            action = _attrs(f"<form {match.group('attrs')}>").get("action", "")
+            fields = {}
+            for tag in _INPUT.findall(match.group("body")):
+                a = _attrs(tag)
+                if a.get("name") and a.get("type", "text") not in ("submit", "checkbox"):
+                    fields[a["name"]] = a.get("value", "")
+            return action, fields
+    raise AssertionError(f"no form containing {containing!r} on the page:\n{page[:2000]}")
+
+
+@dataclass
+class Tenant:
+    base: str
+    jar: http.cookiejar.CookieJar = field(default_factory=http.cookiejar.CookieJar)
+
+    def __post_init__(self) -> None:
+        self.opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(self.jar))
+
+    def request(self, path: str, data: dict[str, str] | None = None) -> Response:
+        url = path if path.startswith("http") else self.base + path
+        body = urllib.parse.urlencode(data).encode() if data is not None else None
+        req = urllib.request.Request(url, data=body)  # noqa: S310 - http to the node only
+        if data is not None:
+            req.add_header("Referer", url)  # Django's CSRF check wants a same-origin referer
+        try:
+            with self.opener.open(req, timeout=30) as resp:
+                text = resp.read().decode(errors="replace")
+                return Response(resp.status, resp.url, text, dict(resp.headers))
+        except urllib.error.HTTPError as err:
+            return Response(err.code, url, err.read().decode(errors="replace"), dict(err.headers))
+
+    def submit(self, path: str, containing: str, **values: str) -> Response:
+        """GET `path`, fill the form that contains `containing` with `values`, POST it."""
+        page = self.request(path)
+        assert page.status == 200, (path, page.status, page.body[:1500])
+        action, fields = form_fields(page.body, containing)
+        fields.update(values)
+        target = urllib.parse.urljoin(page.url, action) if action else page.url
+        return self.request(target, fields)
+
+    def sign_up(self, username: str, organization: str, project: str) -> int:
+        """Sign up; returns the new project's id (the portal lands on its quota page)."""
+        done = self.submit("/signup/", 'name="username"', username=username,
+                           email=f"{username}@example.test", password="a-long-pass-42-install",
+                           organization_name=organization, project_name=project)  # fmt: skip
+        match = re.search(r"/projects/(\d+)/", done.url)
+        assert done.status == 200, (done.status, done.url, done.body[:2000])
+        assert match, (done.url, done.body[:2000])
+        return int(match.group(1))
+
+    def order(self, project: int, product_id: int, quantity: int) -> str:
+        """Review the price, confirm; returns the order page's URL."""
+        query = urllib.parse.urlencode({"product": product_id, "quantity": quantity})
+        done = self.submit(f"/projects/{project}/order/confirm/?{query}", "idempotency_key")
+        assert done.status == 200, (done.status, done.body[:2000])
+        assert "/orders/" in done.url, (done.url, done.body[:2000])
+        return done.url
+
+    def order_state(self, order_url: str) -> str:
+        page = self.request(order_url).body
+        match = re.search(r'id="order-state">([^<]+)<', page)
+        return match.group(1).strip() if match else ""
+
+    def kubeconfig(self) -> str:
+        page = self.request("/access/")
+        action, fields = form_fields(page.body, 'id="download-kubeconfig"')
+        done = self.request(urllib.parse.urljoin(page.url, action), fields)
+        assert done.status == 200, (done.status, done.body[:500])
+        assert "apiVersion: v1" in done.body, done.body[:500]
+        return done.body

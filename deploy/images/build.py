@@ -44,7 +44,11 @@ MIRROR = os.environ.get("TRANCHE_DEBIAN_MIRROR", "http://deb.debian.org/debian")
 # for zoneinfo (kombu and Django look up "UTC" by name); libstdc++6 for grpc's extension.
 # usr-is-merged stands in for usrmerge (init-system-helpers wants one of the two), which the
 # essential set brings with perl (46 MB) for a /usr conversion this fresh layout never needs.
-DEBIAN_PACKAGES = ("python3", "ca-certificates", "tzdata", "libstdc++6", "usr-is-merged")
+# Pango (with fontconfig, HarfBuzz and one font family, DejaVu) for WeasyPrint's invoice PDFs:
+# without it an installed portal answered 503 for every PDF. In the shared debian layer, so the
+# agent image carries it too (+~20 MB): a portal-only Debian layer is left to do.
+DEBIAN_PACKAGES = ("python3", "ca-certificates", "tzdata", "libstdc++6", "usr-is-merged",
+                   "libpango-1.0-0", "libpangoft2-1.0-0", "fonts-dejavu-core")  # fmt: skip
 PURGED = ("usrmerge", "libfile-find-rule-perl", "libnumber-compare-perl", "libtext-glob-perl",
           "perl", "libperl5.36", "perl-modules-5.36")  # fmt: skip
 # Documentation, man pages and translations are never read in a container; glibc's iconv

@@ -75,6 +75,14 @@ class Installation:
             raise AssertionError(f"kubectl {' '.join(args)}:\n{done.stdout}\n{done.stderr}")
         return done.stdout
 
+    @property
+    def chart(self) -> Path:
+        return CHART
+
+    def helm_async(self, *args: str) -> subprocess.Popen:
+        argv = [str(ensure_helm()), f"--kubeconfig={self.kube.kubeconfig}", *args]
+        return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
     def helm(self, *args: str, check: bool = True, timeout: float = 600) -> str:
         argv = [str(ensure_helm()), f"--kubeconfig={self.kube.kubeconfig}", *args]
         done = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=timeout)

@@ -10,10 +10,52 @@ from __future__ import annotations
 import html
 import http.cookiejar
 import re
+import subprocess
 import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
+
+import yaml
+
+from deploy.images.sample import IMAGE
+from tests.install.installation import NAMESPACE, RELEASE
+
+PRODUCT = "tranche-v100-8g"
+SEED = (
+    "from portal.catalog.seed import ensure_catalogue; from portal.catalog.models import Product;"
+    f"ensure_catalogue(); print(Product.objects.get(device_class='{PRODUCT}').pk)"
+)
+
+
+def tenant_manifest(text: str) -> str:
+    """The manifest page's workload with the tenant's changes (tests/install/test_tenant.py)."""
+    docs = [d for d in yaml.safe_load_all(text) if d and d["kind"] != "PersistentVolumeClaim"]
+    (deployment,) = docs
+    pod = deployment["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    container["image"] = IMAGE
+    container["env"] = [{"name": "SAMPLE_ALLOC_MIB", "value": "2048"}]
+    container.pop("ports", None)
+    container["resources"]["requests"] = {"cpu": "50m", "memory": "256Mi"}
+    container["resources"]["limits"]["memory"] = "512Mi"
+    pod["volumes"] = [{"name": "models", "emptyDir": {}}]
+    return yaml.safe_dump(deployment)
+
+
+def as_tenant(kubeconfig, *args: str, stdin: str | None = None) -> str:
+    done = subprocess.run(["kubectl", f"--kubeconfig={kubeconfig}", *args], input=stdin,
+                          capture_output=True, text=True, check=False, timeout=60)  # fmt: skip
+    assert done.returncode == 0, f"kubectl {' '.join(args)}:\n{done.stdout}\n{done.stderr}"
+    return done.stdout
+
+
+def seed_catalogue(installation) -> int:
+    """docs/install.md, "First product": the staff's catalogue (the seed's V100 line); the id of
+    the 8 GiB product."""
+    argv = ["-n", NAMESPACE, "exec", f"deploy/{RELEASE}-portal", "--", "python3", "manage.py"]
+    return int(installation.kubectl(*argv, "shell", "-c", SEED).split()[-1])
+
 
 _FORM = re.compile(r"<form\b(?P<attrs>[^>]*)>(?P<body>.*?)</form>", re.S | re.I)
 _INPUT = re.compile(r"<input\b[^>]*>", re.S | re.I)
@@ -106,3 +148,7 @@ class Tenant:
         assert done.status == 200, (done.status, done.body[:500])
         assert "apiVersion: v1" in done.body, done.body[:500]
         return done.body
+
+
+def tenant_namespace(kubeconfig) -> str:
+    return as_tenant(kubeconfig, "config", "view", "--minify", "-o", "jsonpath={..namespace}")

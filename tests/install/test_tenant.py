@@ -12,51 +12,20 @@ mounted) and the CPU request (the 2-core node also runs the platform).
 from __future__ import annotations
 
 import re
-import subprocess
 import time
 
-import yaml
 from kubernetes import client
 
-from deploy.images.sample import IMAGE
 from tests.helpers.wait import wait_for
-from tests.install.installation import NAMESPACE, RELEASE, Installation
-from tests.install.tenant import Tenant
-
-PRODUCT = "tranche-v100-8g"
-SEED = (
-    "from portal.catalog.seed import ensure_catalogue; from portal.catalog.models import Product;"
-    f"ensure_catalogue(); print(Product.objects.get(device_class='{PRODUCT}').pk)"
-)
-
-
-def _tenant_manifest(text: str) -> str:
-    docs = [d for d in yaml.safe_load_all(text) if d and d["kind"] != "PersistentVolumeClaim"]
-    (deployment,) = docs
-    pod = deployment["spec"]["template"]["spec"]
-    (container,) = pod["containers"]
-    container["image"] = IMAGE
-    container["env"] = [{"name": "SAMPLE_ALLOC_MIB", "value": "2048"}]
-    container.pop("ports", None)
-    container["resources"]["requests"] = {"cpu": "50m", "memory": "256Mi"}
-    container["resources"]["limits"]["memory"] = "512Mi"
-    pod["volumes"] = [{"name": "models", "emptyDir": {}}]
-    return yaml.safe_dump(deployment)
-
-
-def _as_tenant(kubeconfig, *args: str, stdin: str | None = None) -> str:
-    done = subprocess.run(["kubectl", f"--kubeconfig={kubeconfig}", *args], input=stdin,
-                          capture_output=True, text=True, check=False, timeout=60)  # fmt: skip
-    assert done.returncode == 0, f"kubectl {' '.join(args)}:\n{done.stdout}\n{done.stderr}"
-    return done.stdout
+from tests.install.installation import Installation
+from tests.install.tenant import PRODUCT, Tenant, as_tenant, seed_catalogue, tenant_manifest
 
 
 def test_tenant_buys_runs_the_sample_on_the_real_node_and_cancels(
     installation: Installation, tmp_path
 ) -> None:
     # docs/install.md, "First product": the staff's catalogue, here the seed's V100 line.
-    exec_ = ["-n", NAMESPACE, "exec", f"deploy/{RELEASE}-portal", "--", "python3", "manage.py"]
-    product_id = int(installation.kubectl(*exec_, "shell", "-c", SEED).split()[-1])
+    product_id = seed_catalogue(installation)
     tenant = Tenant(installation.url)
     project = tenant.sign_up(f"inst{int(time.time()) % 100000}", "Install Labs", "inference")
     started = time.monotonic()
@@ -70,9 +39,9 @@ def test_tenant_buys_runs_the_sample_on_the_real_node_and_cancels(
     download = tenant.request(f"/projects/{project}/manifests/{product_id}/download/")
     assert download.status == 200
     assert f"resourceClaimTemplateName: {PRODUCT}" in download.body
-    _as_tenant(kubeconfig, "apply", "-f", "-", stdin=_tenant_manifest(download.body))
+    as_tenant(kubeconfig, "apply", "-f", "-", stdin=tenant_manifest(download.body))
 
-    namespace = _as_tenant(kubeconfig, "config", "view", "--minify", "-o",
+    namespace = as_tenant(kubeconfig, "config", "view", "--minify", "-o",
                            "jsonpath={..namespace}").strip()  # fmt: skip
     core = client.CoreV1Api(installation.api)
 
@@ -81,14 +50,14 @@ def test_tenant_buys_runs_the_sample_on_the_real_node_and_cancels(
         return next((p for p in pods.items if p.status.phase == "Running"), None)
 
     pod = wait_for(running_pod, 120, lambda: f"the tenant's pod Running in {namespace}\n"
-                   + _as_tenant(kubeconfig, "get", "pods,events", "-o", "wide"))  # fmt: skip
+                   + as_tenant(kubeconfig, "get", "pods,events", "-o", "wide"))  # fmt: skip
     running = time.monotonic() - started
     assert pod.spec.node_name == installation.node.name
     name = pod.metadata.name
     # The slice as the program inside sees it (nvidia-smi from the CDI spec, the core capping).
-    wait_for(lambda: "alloc 2048 MiB" in _as_tenant(kubeconfig, "logs", name), 60,
-             lambda: "the allocations\n" + _as_tenant(kubeconfig, "logs", name))  # fmt: skip
-    logs = _as_tenant(kubeconfig, "logs", name)
+    wait_for(lambda: "alloc 2048 MiB" in as_tenant(kubeconfig, "logs", name), 60,
+             lambda: "the allocations\n" + as_tenant(kubeconfig, "logs", name))  # fmt: skip
+    logs = as_tenant(kubeconfig, "logs", name)
     assert "Tesla V100-PCIE-32GB, 8192 MiB" in logs, logs
 
     # The installed portal's live page, fed by the chart's agent over its websocket.
@@ -107,7 +76,7 @@ def test_tenant_buys_runs_the_sample_on_the_real_node_and_cancels(
     shown = time.monotonic() - started
 
     # Cancel: the tenant's workload goes first (a claim still allocated holds the cancel).
-    _as_tenant(kubeconfig, "delete", "deployment", "llm", "--wait=true")
+    as_tenant(kubeconfig, "delete", "deployment", "llm", "--wait=true")
     cancel = tenant.order(project, product_id, 0)
     wait_for(lambda: tenant.order_state(cancel) == "Cancelled", 180,
              lambda: f"the cancel complete (is {tenant.order_state(cancel)!r})")  # fmt: skip

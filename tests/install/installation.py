@@ -120,7 +120,13 @@ class Installation:
             },
             # One node: a second portal would want the same host port, a second worker the same
             # Celery node name (worker@<host>).
-            "portal": {"replicas": 1, "port": self.port, "allowedHosts": ["127.0.0.1"]},
+            "portal": {
+                "replicas": 1,
+                "port": self.port,
+                "allowedHosts": ["127.0.0.1"],
+                # first start unpacks the image: minutes here when 8 sessions build
+                "startupSeconds": 600,
+            },
             "worker": {"replicas": 1},
             "nodeAgent": {
                 # null drops the chart's default GPU-feature-discovery label (kwok nodes have it)
@@ -173,16 +179,16 @@ class Installation:
         watcher.start()
         try:
             self.helm("install", RELEASE, str(CHART), "-n", NAMESPACE, "--create-namespace",
-                      "-f", str(values), "--timeout", "300s")  # fmt: skip
+                      "-f", str(values), "--timeout", "600s")  # fmt: skip
         finally:
             stop.set()
             watcher.join()
         self.timings["helm install (migrations Job)"] = time.monotonic() - started
-        wait_for(lambda: self.deployment_ready("portal"), 180,
+        wait_for(lambda: self.deployment_ready("portal"), 600,
                  lambda: "the portal Ready\n" + self.describe("portal"))  # fmt: skip
         self.timings["portal Ready"] = time.monotonic() - started
         self.node_token()
-        wait_for(self.all_ready, 180, lambda: "every platform pod Ready\n" + self.describe())
+        wait_for(self.all_ready, 300, lambda: "every platform pod Ready\n" + self.describe())
         self.timings["every platform pod Ready"] = time.monotonic() - started
 
     def node_token(self) -> None:

@@ -54,7 +54,7 @@ def seed_catalogue(installation) -> int:
     """docs/install.md, "First product": the staff's catalogue (the seed's V100 line); the id of
     the 8 GiB product."""
     argv = ["-n", NAMESPACE, "exec", f"deploy/{RELEASE}-portal", "--", "python3", "manage.py"]
-    return int(installation.kubectl(*argv, "shell", "-c", SEED).split()[-1])
+    return int(installation.kubectl(*argv, "shell", "-c", SEED).split()[-1])  # the last line
 
 
 _FORM = re.compile(r"<form\b(?P<attrs>[^>]*)>(?P<body>.*?)</form>", re.S | re.I)
@@ -67,6 +67,13 @@ class Response:
     status: int
     url: str
     body: str
+    headers: dict[str, str]
+
+
+@dataclass
+class RawResponse:
+    status: int
+    body: bytes
     headers: dict[str, str]
 
 
@@ -108,6 +115,14 @@ class Tenant:
                 return Response(resp.status, resp.url, text, dict(resp.headers))
         except urllib.error.HTTPError as err:
             return Response(err.code, url, err.read().decode(errors="replace"), dict(err.headers))
+
+    def request_bytes(self, path: str) -> RawResponse:
+        req = urllib.request.Request(self.base + path)  # noqa: S310 - http to the node only
+        try:
+            with self.opener.open(req, timeout=60) as resp:
+                return RawResponse(resp.status, resp.read(), dict(resp.headers))
+        except urllib.error.HTTPError as err:
+            return RawResponse(err.code, err.read(), dict(err.headers))
 
     def submit(self, path: str, containing: str, **values: str) -> Response:
         """GET `path`, fill the form that contains `containing` with `values`, POST it."""

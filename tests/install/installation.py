@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import psycopg
+import redis
 import yaml
 from kubernetes import client, watch
 
@@ -101,6 +102,17 @@ class Installation:
             conn.execute(f"CREATE DATABASE {DATABASE} OWNER tranche")
         return password
 
+    def fresh_redis(self) -> None:
+        """Empty the installed copy's Redis index: sign-up throttles and caches of an earlier
+        session would otherwise carry over (5 sign-ups an hour from one address)."""
+        lay = services.layout()
+        password = services.secret(lay, "redis-password")
+        conn = redis.Redis(host="127.0.0.1", port=lay.redis_port, db=REDIS_DB, password=password)
+        try:
+            conn.flushdb()
+        finally:
+            conn.close()
+
     def values(self, tag: str) -> dict:
         lay = services.layout()
         redis_password = services.secret(lay, "redis-password")
@@ -172,6 +184,7 @@ class Installation:
         self.remove()
         password = self.fresh_database()
         assert password
+        self.fresh_redis()
         values = self._values_file(tag)
         started = time.monotonic()
         stop = threading.Event()

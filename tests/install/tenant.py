@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import yaml
 
+from deploy.devcluster.config import load_settings
 from deploy.images.sample import IMAGE
 from tests.install.installation import NAMESPACE, RELEASE
 
@@ -44,7 +45,9 @@ def tenant_manifest(text: str) -> str:
 
 
 def as_tenant(kubeconfig, *args: str, stdin: str | None = None) -> str:
-    done = subprocess.run(["kubectl", f"--kubeconfig={kubeconfig}", *args], input=stdin,
+    # the kubectl built with the cluster (docs/devcluster.md), not whatever is on PATH
+    kubectl = str(load_settings().kubectl)
+    done = subprocess.run([kubectl, f"--kubeconfig={kubeconfig}", *args], input=stdin,
                           capture_output=True, text=True, check=False, timeout=60)  # fmt: skip
     assert done.returncode == 0, f"kubectl {' '.join(args)}:\n{done.stdout}\n{done.stderr}"
     return done.stdout

@@ -8,6 +8,7 @@ import urllib.request
 
 from kubernetes import client
 
+from tests.helpers.wait import wait_for
 from tests.install.installation import NAMESPACE, RELEASE, Installation
 
 DRIVER = "gpu.tranche.dev"
@@ -48,14 +49,17 @@ def test_migrations_job_completed_and_left_nothing_unapplied(installation: Insta
 def test_agent_plugin_registered_with_the_kubelet_and_slices_published(
     installation: Installation,
 ) -> None:
-    assert "kubelet registered plugin gpu.tranche.dev" in installation.agent_log()
-    slices = (
-        client.ResourceV1Api(installation.api)
-        .list_resource_slice(field_selector=f"spec.nodeName={installation.node.name}")
-        .items
-    )
-    devices = [d for s in slices if s.spec.driver == DRIVER for d in s.spec.devices]
-    assert len(devices) == 4, [s.metadata.name for s in slices]
+    # The agent has no readiness probe of its own: Ready is "running"; registration follows.
+    wait_for(lambda: "kubelet registered plugin gpu.tranche.dev" in installation.agent_log(), 120,
+             lambda: "the kubelet to register the plugin\n" + installation.agent_log())  # fmt: skip
+    resource = client.ResourceV1Api(installation.api)
+
+    def devices() -> list:
+        selector = f"spec.nodeName={installation.node.name}"
+        slices = resource.list_resource_slice(field_selector=selector).items
+        return [d for s in slices if s.spec.driver == DRIVER for d in s.spec.devices]
+
+    wait_for(lambda: len(devices()) == 4, 60, "4 devices in the node's ResourceSlices")
 
 
 def _get(url: str) -> tuple[int, bytes]:

@@ -9,6 +9,7 @@ installing afresh; the install's own figures and checks then fail, saying so.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 
@@ -26,6 +27,11 @@ def installation(kube_cluster) -> Iterator[Installation]:
     inst = Installation(kube_cluster, real_node_paths(), portal_port())
     if not (os.environ.get("TRANCHE_REUSE_INSTALL") == "1" and inst.up()):
         inst.install(version())
+    report = LAYOUT.parent / "images.json"
+    if report.is_file():  # what `make images` measured, beside what the install took
+        for image, facts in json.loads(report.read_text()).items():
+            print(f"\n{image}: {facts['compressed_mb']:.1f} MB compressed, "  # noqa: T201
+                  f"{facts['uncompressed_mb']:.1f} MB unpacked ({facts['ref']})")  # fmt: skip
     figures = ", ".join(f"{k} {v:.1f}" for k, v in inst.timings.items())
     print(f"\ninstall timings (s): {figures}")  # noqa: T201
     try:

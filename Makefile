@@ -12,7 +12,7 @@ PYTEST_ARGS ?=
 
 .PHONY: help setup deps native native-sanitize services-up services-down run stop status \
         test lint imports pytest cluster-build cluster-up cluster-down bench clean-state \
-        helm chart-lint images test-images
+        helm chart-lint images test-images test-install
 
 help:
 	@echo "make run    - install everything, start PostgreSQL, Redis, the portal, Celery worker/beat"
@@ -88,6 +88,13 @@ images: deps
 # read-only chroot. Its own tier because it takes ~10 minutes.
 test-images: deps
 	$(VENV)/bin/pytest -m images --basetemp=.state/images/pytest tests/images $(PYTEST_ARGS)
+
+# The install tier: `helm install` of the chart on the dev cluster's real node from the images
+# `make images` built (imported into the node's containerd), PostgreSQL and Redis the
+# project-owned ones. Its own tier: it needs the images (~4 min to build) and runs minutes.
+test-install: setup cluster-build helm
+	@if [ ! -f .state/images/oci/index.json ]; then $(MAKE) -s images; fi
+	$(VENV)/bin/pytest -m install tests/install $(PYTEST_ARGS)
 
 bench: setup
 	@for b in bench/*.py; do echo "== $$b"; $(PY) $$b; done

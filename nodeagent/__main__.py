@@ -130,11 +130,10 @@ def run_fleet(opts: FleetOptions) -> None:
     import signal
     import threading
 
-    from kubernetes import config as kconfig
-
+    from nodeagent.agent import api_client
     from nodeagent.sim.fleet import FleetPublisher
 
-    api = kconfig.new_client_from_config(str(opts.kubeconfig) if opts.kubeconfig else None)
+    api = api_client(opts.kubeconfig)
     fleet = FleetPublisher(api, opts.selector, model=opts.model, gpus_per_node=opts.gpus_per_node)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -45,9 +45,25 @@ class Options:
     tolerance_mib: int
 
 
-async def run(opts: Options) -> None:
+def api_client(kubeconfig: Path | None):
+    """--kubeconfig, else in a pod its ServiceAccount (the chart's DaemonSet), else $KUBECONFIG.
+
+    The kubernetes client's new_client_from_config never falls back to the in-cluster config
+    by itself: without this the chart's agents exited at start ("Invalid kube-config file").
+    """
+    import os
+
+    from kubernetes import client
     from kubernetes import config as kconfig
 
+    if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
+        conf = client.Configuration()
+        kconfig.load_incluster_config(client_configuration=conf)
+        return client.ApiClient(conf)
+    return kconfig.new_client_from_config(str(kubeconfig) if kubeconfig else None)
+
+
+async def run(opts: Options) -> None:
     from nodeagent import discovery, owners
     from nodeagent.draplugin.prepare import Layout, Preparer, api_claim_source
     from nodeagent.draplugin.server import PluginServer, Sockets
@@ -62,7 +78,7 @@ async def run(opts: Options) -> None:
         )
     gpus = discovery.discover()
     log.info("node %s: %d GPU(s): %s", opts.node, len(gpus), ", ".join(g.uuid for g in gpus))
-    api = kconfig.new_client_from_config(str(opts.kubeconfig) if opts.kubeconfig else None)
+    api = api_client(opts.kubeconfig)
     publisher = SlicePublisher(api, opts.node)
     # The kubelet and the runtime run the pods; in simulation CDI mounts simgpu into them.
     # Absolute paths: the runtime resolves a CDI mount's host path in its own folder.

@@ -13,7 +13,7 @@ import pytest
 # The control plane fixture (`kube_cluster`) and its build-before-tests hook, for every tier.
 pytest_plugins = ["tests.helpers.cluster", "tests.helpers.realnode"]
 
-TIERS = ("unit", "integration", "cluster", "browser", "native", "gpu", "images", "bench")
+TIERS = ("unit", "integration", "cluster", "browser", "native", "gpu", "images", "install", "bench")
 TESTS_DIR = Path(__file__).parent
 
 

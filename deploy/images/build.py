@@ -9,7 +9,9 @@ One root filesystem is assembled in a work folder, then cut into layers by path:
 | python-portal | packages only portal/worker/beat/watcher need (Django, Celery, ...) | tranche |
 | python-agent | packages only the node agent needs (grpc, protobuf, NVML) | tranche-node-agent |
 | app | `/opt/tranche/app`: every top-level package git tracks, manage.py, static files | both |
-| native | `/usr/lib/tranche/libtranche.so`: the interception core | tranche-node-agent |
+| native | `/usr/lib/tranche/`: the core `libtranche.so`, `simgpu/` | tranche-node-agent |
+
+(`simgpu/`: the simulated driver, mounted into containers only by an agent run `--simulate`.)
 
 Sources: the Debian mirror (apt), PyPI (pip) and this repository: no base image from an image
 registry. Reproducible: SOURCE_DATE_EPOCH is the commit's time, mmdebstrap honours it, Python
@@ -42,7 +44,11 @@ MIRROR = os.environ.get("TRANCHE_DEBIAN_MIRROR", "http://deb.debian.org/debian")
 # for zoneinfo (kombu and Django look up "UTC" by name); libstdc++6 for grpc's extension.
 # usr-is-merged stands in for usrmerge (init-system-helpers wants one of the two), which the
 # essential set brings with perl (46 MB) for a /usr conversion this fresh layout never needs.
-DEBIAN_PACKAGES = ("python3", "ca-certificates", "tzdata", "libstdc++6", "usr-is-merged")
+# Pango (with fontconfig, HarfBuzz and one font family, DejaVu) for WeasyPrint's invoice PDFs:
+# without it an installed portal answered 503 for every PDF. In the shared debian layer, so the
+# agent image carries it too (+~20 MB): a portal-only Debian layer is left to do.
+DEBIAN_PACKAGES = ("python3", "ca-certificates", "tzdata", "libstdc++6", "usr-is-merged",
+                   "libpango-1.0-0", "libpangoft2-1.0-0", "fonts-dejavu-core")  # fmt: skip
 PURGED = ("usrmerge", "libfile-find-rule-perl", "libnumber-compare-perl", "libtext-glob-perl",
           "perl", "libperl5.36", "perl-modules-5.36")  # fmt: skip
 # Documentation, man pages and translations are never read in a container; glibc's iconv
@@ -54,6 +60,7 @@ USER_ID = 10001
 APP_DIR = "opt/tranche/app"
 LIB_DIR = "opt/tranche/lib"
 NATIVE_DIR = "usr/lib/tranche"
+SIMGPU_FILES = ("libcuda.so.1", "libnvidia-ml.so.1", "nvidia-smi")
 # Top-level packages that are development only: tests and benchmarks never ship.
 NOT_SHIPPED = frozenset({"tests", "bench"})
 IMAGE_PREFIX = "tranche"
@@ -182,12 +189,19 @@ def build_native(rootfs: Path, work: Path) -> None:
     build = work / "native"
     # The source folder's absolute path would otherwise end up in the debug info.
     flags = f"EXTRA_CFLAGS=-ffile-prefix-map={REPO}=."
+    # simgpu too: a chart installed with `nodeAgent.simulate` (the dev cluster's real node has
+    # no GPU) mounts it into tenants' containers from the node, as the core. The agent never
+    # loads it without --simulate, and nothing puts it on a library path.
+    sim = [f"{build}/simgpu/{name}" for name in SIMGPU_FILES]
     _run(["make", "-s", "-C", str(REPO / "nodeagent" / "native"), f"BUILD={build}", flags,
-          f"{build}/libtranche.so"], "interception core (make)")  # fmt: skip
+          f"{build}/libtranche.so", *sim], "interception core and simgpu (make)")  # fmt: skip
     dest = rootfs / NATIVE_DIR
-    dest.mkdir(parents=True, exist_ok=True)
+    (dest / "simgpu").mkdir(parents=True, exist_ok=True)
     shutil.copy2(build / "libtranche.so", dest / "libtranche.so")
     os.chmod(dest / "libtranche.so", 0o755)  # noqa: S103 - a library every user loads
+    for name in SIMGPU_FILES:
+        shutil.copy2(build / "simgpu" / name, dest / "simgpu" / name)
+        os.chmod(dest / "simgpu" / name, 0o755)  # noqa: S103 - loaded by every container's user
 
 
 def _under(prefix: str):

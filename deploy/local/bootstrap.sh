@@ -19,6 +19,10 @@ dpkg -s libatomic1 >/dev/null 2>&1 || need+=(libatomic1)
 dpkg -s libasan8 >/dev/null 2>&1 || need+=(libasan8 libubsan1)
 # WeasyPrint (invoice PDFs) renders text through Pango.
 dpkg -s libpango-1.0-0 >/dev/null 2>&1 || need+=(libpango-1.0-0 libpangoft2-1.0-0)
+# The install tier renders the installed portal's invoice PDF (pdftoppm); `make images` needs
+# mmdebstrap for the images' root filesystem.
+command -v pdftoppm >/dev/null 2>&1 || need+=(poppler-utils)
+command -v mmdebstrap >/dev/null 2>&1 || need+=(mmdebstrap)
 # The dev cluster's real nodes: Debian's runc under containerd, and the bridge, host-local and
 # loopback CNI plugins (/usr/lib/cni); `ip` deletes a stopped node's bridge.
 command -v runc >/dev/null 2>&1 || need+=(runc)

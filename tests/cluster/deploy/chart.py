@@ -22,9 +22,12 @@ RBAC = CHART / "rbac" / "rbac.yaml"
 NAMESPACE = "tranche-system"
 RELEASE = "tranche"
 # The devcluster's kwok nodes carry GPU feature discovery's labels (the default node selector
-# matches them) but no real kubelet: the agents simulate their GPUs.
+# matches them) but no real kubelet: the agents simulate their GPUs. The platform's pods go to
+# kwok nodes too: on the untainted real node they would wait for an image nobody imported
+# (the install tier, tests/install, runs the chart there for real).
 KWOK_VALUES = [
     "--set", "nodeAgent.simulate=true",
+    "--set", "platform.nodeSelector.type=kwok",
     "--set", "database.host=postgres.invalid",
 ]  # fmt: skip
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import subprocess
 
 import pytest
+import yaml
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
@@ -23,7 +24,14 @@ from tests.cluster.deploy.chart import (
 from tests.helpers.wait import wait_for
 
 PRODUCTION = ["-f", str(CHART / "values-production.yaml")]
-VALUE_SETS = {"defaults": [], "production": PRODUCTION}
+# What the install tier (tests/install) gives on the dev cluster's real node.
+REAL_NODE = [
+    "--set", "platform.hostNetwork=true",
+    "--set", "platform.apiServer.host=127.0.0.1", "--set", "platform.apiServer.port=17000",
+    "--set", "portal.port=8070", "--set", "portal.startupSeconds=600",
+    "--set", "nodeAgent.simulate=true", "--set", "nodeAgent.kubeletLite=false",
+]  # fmt: skip
+VALUE_SETS = {"defaults": [], "production": PRODUCTION, "real-node": REAL_NODE}
 
 
 def offline_helm(*args: str) -> subprocess.CompletedProcess:
@@ -163,3 +171,45 @@ def test_helm_install_brings_every_component_up(kube_cluster, chart_release) -> 
     install_chart(kube_cluster)
     again = client.CoreV1Api(admin).read_namespaced_secret(f"{RELEASE}-secrets", NAMESPACE)
     assert again.data["secret-key"] == key.data["secret-key"]
+
+
+def _docs(manifest: str) -> dict[tuple[str, str], dict]:
+    docs = [d for d in yaml.safe_load_all(manifest) if d]
+    return {(d["kind"], d["metadata"]["name"]): d for d in docs}
+
+
+def test_real_node_values_render_host_network_api_address_and_simgpu() -> None:
+    docs = _docs(render(REAL_NODE))
+    portal = docs[("Deployment", f"{RELEASE}-portal")]
+    spec = portal["spec"]["template"]["spec"]
+    assert spec["hostNetwork"] is True
+    # a surge pod would wait forever for the node's port
+    assert portal["spec"]["strategy"]["rollingUpdate"] == {"maxSurge": 0, "maxUnavailable": 1}
+    container = spec["containers"][0]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["KUBERNETES_SERVICE_HOST"] == "127.0.0.1"
+    assert env["KUBERNETES_SERVICE_PORT"] == "17000"
+    assert container["ports"] == [{"name": "http", "containerPort": 8070}]
+    assert "8070" in container["args"]
+    assert container["startupProbe"]["failureThreshold"] == 300
+    agent = docs[("DaemonSet", f"{RELEASE}-node-agent")]["spec"]["template"]["spec"]
+    assert agent["hostNetwork"] is True
+    args = agent["containers"][0]["args"]
+    assert "--simulate" in args
+    assert "--no-kubelet-lite" in args
+    assert "cp -r /usr/lib/tranche/simgpu" in agent["initContainers"][0]["command"][2]
+
+
+def test_defaults_keep_the_pod_network_and_the_in_cluster_api_address() -> None:
+    docs = _docs(render([]))
+    for (kind, name), doc in docs.items():
+        if kind not in ("Deployment", "DaemonSet", "Job"):
+            continue
+        spec = doc["spec"]["template"]["spec"]
+        assert not spec.get("hostNetwork"), name
+        for container in spec["containers"]:
+            names = {e["name"] for e in container.get("env", [])}
+            assert "KUBERNETES_SERVICE_HOST" not in names, name
+    agent = docs[("DaemonSet", f"{RELEASE}-node-agent")]["spec"]["template"]["spec"]
+    assert "--simulate" not in agent["containers"][0]["args"]
+    assert "simgpu" not in agent["initContainers"][0]["command"][2]

@@ -61,6 +61,7 @@ agents (their websocket origin is the URL they dial) use. */}}
 - {name: TRANCHE_PREFLIGHT_USER_PER_MINUTE, value: {{ .userPerMinute | quote }}}
 - {name: TRANCHE_PREFLIGHT_ORG_PER_MINUTE, value: {{ .orgPerMinute | quote }}}
 {{- end }}
+{{- include "tranche.apiServerEnv" . }}
 - {name: TRANCHE_ALLOW_NODE_PORT_SERVICES, value: {{ ternary "1" "0" .Values.tenants.allowNodePortServices | quote }}}
 - {name: TRANCHE_TENANT_INGRESS_NAMESPACES, value: {{ join "," .Values.tenants.ingressNamespaces | quote }}}
 {{- end }}
@@ -100,4 +101,30 @@ httpGet:
   port: http
   httpHeaders:
     - {name: Host, value: {{ include "tranche.portalService" .root }}}
+{{- end }}
+
+{{/* Where the API server is, for pods on the host network without a route to the `kubernetes`
+Service (the client libraries read these two variables in-cluster). Nothing by default. */}}
+{{- define "tranche.apiServerEnv" -}}
+{{- with .Values.platform.apiServer }}
+{{- if .host }}
+- {name: KUBERNETES_SERVICE_HOST, value: {{ .host | quote }}}
+- {name: KUBERNETES_SERVICE_PORT, value: {{ .port | quote }}}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* Node placement and network of the platform's pods (not the node agents': their own). */}}
+{{- define "tranche.placement" -}}
+{{- with .Values.platform }}
+{{- if .hostNetwork }}
+hostNetwork: true
+{{- end }}
+{{- with .nodeSelector }}
+nodeSelector: {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .tolerations }}
+tolerations: {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
 {{- end }}

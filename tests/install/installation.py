@@ -145,7 +145,6 @@ class Installation:
                 "nodeSelector": {"nvidia.com/gpu.present": None, **REAL_NODE},
                 "tolerations": [TOLERATION],
                 "simulate": True,
-                "kubeletLite": False,
                 "kubeletDir": str(self.node.kubelet_dir.resolve()),
                 "cdiDir": str(self.node.cdi_dir.resolve()),
                 "stateDir": str((self.node.root / "tranche").resolve()),

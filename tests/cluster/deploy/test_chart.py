@@ -13,6 +13,7 @@ from kubernetes.client.rest import ApiException
 
 from deploy.devcluster.nodes import create_fake_gpu_nodes, delete_fake_nodes
 from deploy.tools.build import ensure_helm
+from nodeagent.__main__ import parse
 from tests.cluster.deploy.chart import (
     CHART,
     NAMESPACE,
@@ -29,7 +30,7 @@ REAL_NODE = [
     "--set", "platform.hostNetwork=true",
     "--set", "platform.apiServer.host=127.0.0.1", "--set", "platform.apiServer.port=17000",
     "--set", "portal.port=8070", "--set", "portal.startupSeconds=600",
-    "--set", "nodeAgent.simulate=true", "--set", "nodeAgent.kubeletLite=false",
+    "--set", "nodeAgent.simulate=true",
 ]  # fmt: skip
 VALUE_SETS = {"defaults": [], "production": PRODUCTION, "real-node": REAL_NODE}
 
@@ -196,7 +197,10 @@ def test_real_node_values_render_host_network_api_address_and_simgpu() -> None:
     assert agent["hostNetwork"] is True
     args = agent["containers"][0]["args"]
     assert "--simulate" in args
-    assert "--no-kubelet-lite" in args
+    # the agent's own parser takes every argument the chart gives it (a retired option such as
+    # kubelet-lite's would stop the DaemonSet's pods at start)
+    assert args[:2] == ["-m", "nodeagent"]
+    parse([a.replace("$(NODE_NAME)", "real-gpu-0") for a in args[2:]])
     assert "cp -r /usr/lib/tranche/simgpu" in agent["initContainers"][0]["command"][2]
 
 

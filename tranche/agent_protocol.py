@@ -127,7 +127,18 @@ class RemovedPod(TypedDict):
     pod: Annotated[str, Text(253)]
 
 
-FINDING_KINDS = ("backstop-stopped", "nvml-disagrees", "prepare-failed")
+FINDING_KINDS = (
+    "backstop-stopped",
+    "nvml-disagrees",
+    "prepare-failed",
+    # GPU health (nodeagent/health.py): subject is the GPU's UUID for the GPU's own findings,
+    # the pod for the pods a failure touched and for the one pod an application XID names.
+    "gpu-failed",  # a fatal XID / ECC error / GPU lost: the device is tainted NoExecute
+    "gpu-recovered",  # answers again after a reset, or marked in service
+    "gpu-xid-unknown",  # an XID the catalogue does not know: reported, nothing drained
+    "pod-gpu-failed",  # a pod whose GPU failed (Kubernetes evicts it)
+    "pod-xid",  # an application XID of one of the pod's processes
+)
 
 
 class Finding(TypedDict):

@@ -142,6 +142,7 @@ def _health_findings(opts: Options, health, checkpoint, collector) -> None:
         for kind, ns, subject, detail in findings_for(
             event, opts.node, checkpoint.all(), owners.pod_uid
         ):
+            log.warning("health: %s %s/%s: %s", kind, ns, subject, detail)
             collector.report(kind, ns, subject, detail)
 
 

@@ -87,6 +87,8 @@ class Collector:
         except region.RegionError as exc:
             log.warning("claim %s: %s", claim.uid, exc)
             return None
+        except FileNotFoundError:  # unprepared meanwhile (its pod evicted): nothing to read
+            return None
 
     def cross_check(self, readings: dict[str, region.RegionSnapshot | None]) -> list[str]:
         """NVML's view of every process on each GPU against the slices sold on it; returns the

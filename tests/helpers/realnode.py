@@ -103,9 +103,7 @@ def real_node(kube_cluster) -> Iterator[RealNode]:
         _set_taint(core, paths.name, on=False)
 
 
-def run_pod(
-    api: client.ApiClient,
-    namespace: str,
+def pod_body(
     name: str,
     template: str,
     node: str,
@@ -114,7 +112,7 @@ def run_pod(
     command: list[str] | None = None,
     env: dict[str, str] | None = None,
     memory: str = "512Mi",
-) -> None:
+) -> dict:
     """A pod of the sample image claiming one slice through `template`, on `node`, hardened as
     the documented manifest (portal/catalog/manifests.py) is; restartPolicy Never."""
     container: dict = {
@@ -128,29 +126,33 @@ def run_pod(
     }  # fmt: skip
     if command:
         container["command"] = command
-    client.CoreV1Api(api).create_namespaced_pod(
-        namespace,
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": name},
-            "spec": {
-                "nodeSelector": {"kubernetes.io/hostname": node},
-                "restartPolicy": "Never",
-                "tolerations": [TOLERATION],
-                "terminationGracePeriodSeconds": 0,
-                "automountServiceAccountToken": False,
-                "securityContext": {
-                    "runAsNonRoot": True,
-                    "runAsUser": 1000,
-                    "runAsGroup": 1000,
-                    "seccompProfile": {"type": "RuntimeDefault"},
-                },
-                "containers": [container],
-                "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": template}],
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {
+            "nodeSelector": {"kubernetes.io/hostname": node},
+            "restartPolicy": "Never",
+            "tolerations": [TOLERATION],
+            "terminationGracePeriodSeconds": 0,
+            "automountServiceAccountToken": False,
+            "securityContext": {
+                "runAsNonRoot": True,
+                "runAsUser": 1000,
+                "runAsGroup": 1000,
+                "seccompProfile": {"type": "RuntimeDefault"},
             },
+            "containers": [container],
+            "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": template}],
         },
-    )
+    }
+
+
+def run_pod(api: client.ApiClient, namespace: str, name: str, template: str, node: str,
+            **kw) -> None:  # fmt: skip
+    """Create `pod_body(...)` in `namespace`."""
+    body = pod_body(name, template, node, **kw)
+    client.CoreV1Api(api).create_namespaced_pod(namespace, body)
 
 
 def container_state(api: client.ApiClient, namespace: str, name: str) -> dict:

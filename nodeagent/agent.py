@@ -168,6 +168,8 @@ async def _loop(opts: Options, gpus, publisher, lite, collector, *, health, chec
         stream = StatusStream(opts.portal, opts.node, token)
         tasks.append(asyncio.create_task(stream.run(stop)))
     gauges = metrics.serve(opts.node, opts.metrics_port) if opts.metrics_port else None
+    if gauges is not None:
+        gauges.health = health
     last_publish = 0.0
     try:
         while not stop.is_set():

@@ -27,7 +27,7 @@ import os
 import re
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -148,6 +148,8 @@ class HealthMonitor:
         self._unhealthy: dict[str, Unhealthy] = {}
         self._lost: set[str] = set()
         self._events: deque[HealthEvent] = deque(maxlen=256)
+        # events seen per (GPU, XID or "ecc-double-bit"/"gpu-lost", severity), for /metrics
+        self.counts: Counter[tuple[str, str, str]] = Counter()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._handles: dict[str, object] = {}
@@ -282,3 +284,6 @@ class HealthMonitor:
 
     def _record(self, event: HealthEvent) -> None:
         self._events.append(event)
+        if not event.recovered:
+            what = str(event.xid) if event.xid is not None else event.meaning
+            self.counts[(event.uuid, what, str(event.severity))] += 1

@@ -93,3 +93,50 @@ def test_an_application_xid_tells_only_the_pod_of_its_process():
     assert findings_for(event, NODE, CLAIMS, lambda pid: None) == []
     unnamed = HealthEvent(1796121720.0, "GPU-0", Severity.APPLICATION, "page fault", 31)
     assert findings_for(unnamed, NODE, CLAIMS, {4242: "u-2"}.get) == []
+
+
+def test_metrics_say_which_gpu_failed_and_count_events_by_xid(gpus):
+    from prometheus_client import generate_latest
+    from prometheus_client.registry import CollectorRegistry
+
+    from nodeagent.health import HealthMonitor
+    from nodeagent.metrics import SliceMetrics
+
+    monitor = HealthMonitor(gpus)  # not started: no NVML; its state is fed as a thread would
+    monitor._fail(gpus[1].uuid, classify_xid(79), 79)
+    metrics = SliceMetrics(NODE)
+    metrics.health = monitor
+    registry = CollectorRegistry()
+    registry.register(metrics)
+    text = generate_latest(registry).decode()
+    model = gpus[1].name
+    assert (
+        f'tranche_gpu_healthy{{gpu_uuid="{gpus[1].uuid}",model="{model}",node="{NODE}",'
+        'reason="xid-79"} 0.0' in text
+    )
+    assert (
+        f'tranche_gpu_healthy{{gpu_uuid="{gpus[0].uuid}",model="{model}",node="{NODE}",reason=""}} 1.0'
+        in text
+    )
+    assert (
+        f'tranche_gpu_health_events_total{{gpu_uuid="{gpus[1].uuid}",node="{NODE}",'
+        'severity="fatal",xid="79"} 1.0' in text
+    )
+
+
+def test_alert_rules_read_the_series_the_agent_exports():
+    import re
+    from pathlib import Path
+
+    import yaml
+
+    rules = yaml.safe_load(
+        (Path(__file__).parents[3] / "deploy/monitoring/gpu-health.rules.yaml").read_text()
+    )
+    exported = {"tranche_gpu_healthy", "tranche_gpu_health_events_total"}
+    exprs = [r["expr"] for g in rules["groups"] for r in g["rules"]]
+    assert any(e.startswith("tranche_gpu_healthy == 0") for e in exprs)
+    for expr in exprs:
+        names = set(re.findall(r"tranche_[a-z_]+", expr))
+        assert names, expr
+        assert names <= exported, expr

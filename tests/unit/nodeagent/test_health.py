@@ -114,10 +114,8 @@ def test_metrics_say_which_gpu_failed_and_count_events_by_xid(gpus):
         f'tranche_gpu_healthy{{gpu_uuid="{gpus[1].uuid}",model="{model}",node="{NODE}",'
         'reason="xid-79"} 0.0' in text
     )
-    assert (
-        f'tranche_gpu_healthy{{gpu_uuid="{gpus[0].uuid}",model="{model}",node="{NODE}",reason=""}} 1.0'
-        in text
-    )
+    healthy = f'{{gpu_uuid="{gpus[0].uuid}",model="{model}",node="{NODE}",reason=""}} 1.0'
+    assert f"tranche_gpu_healthy{healthy}" in text
     assert (
         f'tranche_gpu_health_events_total{{gpu_uuid="{gpus[1].uuid}",node="{NODE}",'
         'severity="fatal",xid="79"} 1.0' in text

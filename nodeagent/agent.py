@@ -139,11 +139,11 @@ def _health_findings(opts: Options, health, checkpoint, collector) -> None:
     from nodeagent.health_findings import findings_for
 
     for event in health.take_events():
-        for kind, ns, subject, detail in findings_for(
+        for kind, ns, subject, detail, extra in findings_for(
             event, opts.node, checkpoint.all(), owners.pod_uid
         ):
             log.warning("health: %s %s/%s: %s", kind, ns, subject, detail)
-            collector.report(kind, ns, subject, detail)
+            collector.report(kind, ns, subject, detail, **extra)
 
 
 async def _loop(opts: Options, gpus, publisher, lite, collector, *, health, checkpoint) -> None:

@@ -151,6 +151,9 @@ class Finding(TypedDict):
     namespace: Annotated[str, Text(63)]
     subject: Annotated[str, Text(253)]  # the pod, or the claim that failed to prepare
     detail: Annotated[str, Text(500)]
+    # GPU health findings only: the GPU concerned and the XID, when one caused it
+    gpu: NotRequired[Annotated[str, Text(64)]]
+    xid: NotRequired[Annotated[int, Whole(INT16_MAX)]]
 
 
 class StatusFrame(TypedDict):

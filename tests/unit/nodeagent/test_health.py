@@ -75,7 +75,7 @@ CLAIMS = [
 def test_a_fatal_xid_tells_support_and_every_pod_on_that_gpu():
     event = HealthEvent(1796121720.0, "GPU-0", Severity.FATAL, "GPU has fallen off the bus", 79)
     found = findings_for(event, NODE, CLAIMS, lambda pid: None)
-    assert [(k, ns, s) for k, ns, s, _ in found] == [
+    assert [(k, ns, s) for k, ns, s, _, _ in found] == [
         ("gpu-failed", "-", "GPU-0"),
         ("pod-gpu-failed", "team-a", "llm-a"),
         ("pod-gpu-failed", "team-b", "llm-b"),
@@ -83,12 +83,14 @@ def test_a_fatal_xid_tells_support_and_every_pod_on_that_gpu():
     assert "XID 79" in found[1][3]
     assert "10:42:00 UTC" in found[1][3]
     assert "Kubernetes moves your pod" in found[1][3]
+    assert all(f[4] == {"gpu": "GPU-0", "xid": 79} for f in found)
 
 
 def test_an_application_xid_tells_only_the_pod_of_its_process():
     event = HealthEvent(1796121720.0, "GPU-0", Severity.APPLICATION, "page fault", 31, pid=4242)
     found = findings_for(event, NODE, CLAIMS, {4242: "u-2"}.get)
-    assert [(k, ns, s) for k, ns, s, _ in found] == [("pod-xid", "team-b", "llm-b")]
+    assert [(k, ns, s) for k, ns, s, _, _ in found] == [("pod-xid", "team-b", "llm-b")]
+    assert found[0][4] == {"gpu": "GPU-0", "xid": 31}
     # a process no pod owns, or none named: nobody's pod is told
     assert findings_for(event, NODE, CLAIMS, lambda pid: None) == []
     unnamed = HealthEvent(1796121720.0, "GPU-0", Severity.APPLICATION, "page fault", 31)

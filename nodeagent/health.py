@@ -9,7 +9,7 @@ learns is classified by `nodeagent.xid`:
   is unhealthy from that moment. `unhealthy()` lists it, the publisher turns it into a NoExecute
   device taint, and Kubernetes evicts the pods using it. It is healthy again once the GPU was
   reset: it stopped answering and answers again (a fatal XID on a GPU that never stopped
-  answering stays until an operator clears it with `clear(uuid)` or the agent restarts).
+  answering stays until the agent restarts: its health state is not checkpointed).
 - APPLICATION (XID 13, 31, 43, ...): one process's own fault. The kernel log line the driver
   writes for it ("NVRM: Xid (PCI:0000:3b:00): 13, pid=1234, name=python, ...") names the
   process; the event carries that pid so only its pod is told. Nothing is tainted.
@@ -166,15 +166,6 @@ class HealthMonitor:
         while self._events:
             out.append(self._events.popleft())
         return out
-
-    def clear(self, uuid: str) -> bool:
-        """An operator put the GPU back in service; True if it was unhealthy."""
-        with self._lock:
-            was = self._unhealthy.pop(uuid, None)
-        if was is not None:
-            self._record(HealthEvent(self.clock(), uuid, was.verdict.severity,
-                                     "marked in service", was.xid, recovered=True))  # fmt: skip
-        return was is not None
 
     # -- thread --------------------------------------------------------------------------------
     def start(self) -> None:

@@ -151,6 +151,7 @@ class HealthMonitor:
         # events seen per (GPU, XID or "ecc-double-bit"/"gpu-lost", severity), for /metrics
         self.counts: Counter[tuple[str, str, str]] = Counter()
         self._stop = threading.Event()
+        self._ready = threading.Event()  # the event set exists: later events are delivered
         self._thread: threading.Thread | None = None
         self._handles: dict[str, object] = {}
         self._by_address: dict[int, str] = {}
@@ -173,6 +174,7 @@ class HealthMonitor:
             self.kernel_log.read()  # from here on: what was logged before the agent is not news
         self._thread = threading.Thread(target=self._run, name="gpu-health", daemon=True)
         self._thread.start()
+        self._ready.wait(timeout=5)  # events raised from here on are seen
 
     def stop(self) -> None:
         self._stop.set()
@@ -180,16 +182,31 @@ class HealthMonitor:
             self._thread.join(timeout=5)
 
     def _run(self) -> None:
+        try:
+            self._watch()
+        except Exception:  # the agent keeps serving; without this thread no GPU is judged
+            log.exception("GPU health monitor stopped: no GPU health events from now on")
+        finally:
+            self._ready.set()
+
+    def _watch(self) -> None:
         import pynvml
 
         pynvml.nvmlInit()  # kept for the life of the thread, like discovery's backstop handles
-        event_set = pynvml.nvmlEventSetCreate()
+        try:
+            event_set = pynvml.nvmlEventSetCreate()
+        except pynvml.NVMLError as exc:  # a driver without events: the "answers" check only
+            log.warning("NVML events unavailable (%s): checking that GPUs answer only", exc)
+            event_set = None
         try:
             for uuid in self.gpus:
                 self._register(pynvml, event_set, uuid)
+            self._ready.set()
             last_check = 0.0
             while not self._stop.is_set():
                 try:
+                    if event_set is None:
+                        raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
                     self._on_event(pynvml.nvmlEventSetWait_v2(event_set, self.wait_ms))
                 except pynvml.NVMLError_Timeout:
                     pass
@@ -201,7 +218,8 @@ class HealthMonitor:
                     for uuid in self.gpus:
                         self._check(pynvml, event_set, uuid)
         finally:
-            pynvml.nvmlEventSetFree(event_set)
+            if event_set is not None:
+                pynvml.nvmlEventSetFree(event_set)
 
     def _register(self, pynvml, event_set, uuid: str) -> None:
         try:
@@ -209,8 +227,9 @@ class HealthMonitor:
             self._handles[uuid] = h
             self._by_address[_address(h)] = uuid
             self._buses[uuid] = int(pynvml.nvmlDeviceGetPciInfo(h).bus)
-            types = pynvml.nvmlDeviceGetSupportedEventTypes(h) & WANTED_EVENTS
-            pynvml.nvmlDeviceRegisterEvents(h, types, event_set)
+            if event_set is not None:
+                types = pynvml.nvmlDeviceGetSupportedEventTypes(h) & WANTED_EVENTS
+                pynvml.nvmlDeviceRegisterEvents(h, types, event_set)
         except pynvml.NVMLError as exc:
             log.warning("GPU %s: cannot watch its health events: %s", uuid, exc)
 

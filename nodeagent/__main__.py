@@ -81,6 +81,11 @@ def parse(argv: list[str] | None = None) -> Options | FleetOptions:
                    help="report, but do not stop, processes over their cap or on a GPU "
                         "their pod has no claim on")  # fmt: skip
     r.add_argument("--tolerance-mib", type=int, default=256)
+    r.add_argument("--kernel-log", type=Path, default=Path("/dev/kmsg"),
+                   help="where the driver logs XIDs with their process (with --simulate: "
+                        "simgpu-fault's simulated log beside SIMGPU_STATE)")  # fmt: skip
+    r.add_argument("--health-check-every", type=float, default=1.0,
+                   help="seconds between checks that each GPU still answers NVML")  # fmt: skip
     a = p.parse_args(argv)
     if a.command == "fleet":
         return FleetOptions(a.node_selector, a.kubeconfig, a.sim_model, a.gpus_per_node, a.interval)
@@ -102,6 +107,8 @@ def parse(argv: list[str] | None = None) -> Options | FleetOptions:
         interval=a.interval,
         backstop=a.backstop,
         tolerance_mib=a.tolerance_mib,
+        kernel_log=a.kernel_log,
+        health_check_every=a.health_check_every,
     )
 
 

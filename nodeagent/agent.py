@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import signal
 import time
@@ -43,6 +44,9 @@ class Options:
     interval: float
     backstop: bool
     tolerance_mib: int
+    # Where the driver logs XIDs with the process they belong to; simulation: simgpu-fault's log
+    kernel_log: Path | None = Path("/dev/kmsg")
+    health_check_every: float = 1.0  # seconds between "does each GPU still answer" checks
 
 
 def api_client(kubeconfig: Path | None):
@@ -67,16 +71,22 @@ async def run(opts: Options) -> None:
     from nodeagent import discovery, owners
     from nodeagent.draplugin.prepare import Layout, Preparer, api_claim_source
     from nodeagent.draplugin.server import PluginServer, Sockets
+    from nodeagent.health import HealthMonitor
     from nodeagent.slices import SlicePublisher
     from nodeagent.status import Collector
 
+    sim_env: dict[str, str] = {}
     if opts.simulate:
         from nodeagent.sim.gpus import simulate_node_gpus
 
-        simulate_node_gpus(
+        sim_env = simulate_node_gpus(
             opts.node, opts.state_dir, opts.simgpu_dir, opts.sim_gpus, opts.sim_model
         )
     gpus = discovery.discover()
+    kernel_log = opts.kernel_log
+    if opts.simulate and "SIMGPU_STATE" in sim_env:
+        kernel_log = Path(sim_env["SIMGPU_STATE"] + ".kmsg")  # simgpu-fault's simulated log
+    health = HealthMonitor(gpus, kernel_log=kernel_log, check_every=opts.health_check_every)
     log.info("node %s: %d GPU(s): %s", opts.node, len(gpus), ", ".join(g.uuid for g in gpus))
     api = api_client(opts.kubeconfig)
     publisher = SlicePublisher(api, opts.node)
@@ -102,8 +112,9 @@ async def run(opts: Options) -> None:
     server = PluginServer(preparer, sockets, on_prepare_failed=collector.prepare_failed)
     server.start()
     try:
-        await _loop(opts, gpus, publisher, collector)
+        await _loop(opts, gpus, publisher, collector, health=health, checkpoint=preparer.checkpoint)
     finally:
+        health.stop()
         server.stop()
         publisher.lease.release()
         log.info("agent of node %s stopped", opts.node)
@@ -120,13 +131,32 @@ async def _guarded(loop, what: str, fn, *args) -> bool:
     return result is not False  # False: not done yet (e.g. pool held by another agent)
 
 
-async def _loop(opts: Options, gpus, publisher, collector) -> None:
-    """Tick at `interval` until SIGTERM/SIGINT; blocking work runs in the default executor."""
+def _health_findings(opts: Options, health, checkpoint, collector) -> None:
+    """Health events since the last tick, as findings for support and the pods concerned."""
+    from nodeagent import owners
+    from nodeagent.health_findings import findings_for
+
+    for event in health.take_events():
+        for kind, ns, subject, detail, extra in findings_for(
+            event, opts.node, checkpoint.all(), owners.pod_uid
+        ):
+            log.warning("health: %s %s/%s: %s", kind, ns, subject, detail)
+            collector.report(kind, ns, subject, detail, **extra)
+
+
+async def _loop(opts: Options, gpus, publisher, collector, *, health, checkpoint) -> None:
+    """Tick at `interval` until SIGTERM/SIGINT; blocking work runs in the default executor. A
+    health change wakes the loop at once: the pool is republished with the GPU's taint."""
     from nodeagent import metrics
+    from nodeagent.slices import device_taint
     from nodeagent.stream import StatusStream
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
+    wake = asyncio.Event()
+    health.on_change = lambda: loop.call_soon_threadsafe(wake.set)
+    health.start()
+    published_taints: dict | None = None
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     stream = None
@@ -136,13 +166,22 @@ async def _loop(opts: Options, gpus, publisher, collector) -> None:
         stream = StatusStream(opts.portal, opts.node, token)
         tasks.append(asyncio.create_task(stream.run(stop)))
     gauges = metrics.serve(opts.node, opts.metrics_port) if opts.metrics_port else None
+    if gauges is not None:
+        gauges.health = health
     last_publish = 0.0
     try:
         while not stop.is_set():
             started = time.monotonic()
-            due = started - last_publish > PUBLISH_EVERY
-            if due and await _guarded(loop, "publishing the pool", publisher.publish, gpus):
-                last_publish = started
+            wake.clear()
+            taints = {
+                u.uuid: device_taint(u.verdict.taint_value, u.since)
+                for u in health.unhealthy().values()
+            }
+            due = started - last_publish > PUBLISH_EVERY or taints != published_taints
+            publish = functools.partial(publisher.publish, gpus, taints=taints)
+            if due and await _guarded(loop, "publishing the pool", publish):
+                last_publish, published_taints = started, taints
+            _health_findings(opts, health, checkpoint, collector)
             gpu_status, pods = await loop.run_in_executor(
                 None, profiling.blocking(collector.collect)
             )
@@ -152,8 +191,18 @@ async def _loop(opts: Options, gpus, publisher, collector) -> None:
                 gauges.update(list(pods.values()))
             wait = max(0.05, opts.interval - (time.monotonic() - started))
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=wait)
+                await asyncio.wait_for(_either(stop, wake), timeout=wait)
     finally:
         stop.set()
         for t in tasks:
             await asyncio.gather(t, return_exceptions=True)
+
+
+async def _either(a: asyncio.Event, b: asyncio.Event) -> None:
+    """Return when either event is set."""
+    waits = [asyncio.ensure_future(a.wait()), asyncio.ensure_future(b.wait())]
+    try:
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for w in waits:
+            w.cancel()

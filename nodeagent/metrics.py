@@ -19,6 +19,7 @@ class SliceMetrics(Collector):
         self.node = node
         self._pods: list[dict] = []
         self._lock = threading.Lock()
+        self.health = None  # nodeagent.health.HealthMonitor, once the agent set it
 
     def update(self, pods: list[dict]) -> None:
         with self._lock:
@@ -62,6 +63,29 @@ class SliceMetrics(Collector):
             fams["rejected"].add_metric(labels, p["rejected_allocations"])
             fams["throttled"].add_metric(labels, p["throttled_seconds"])
         yield from fams.values()
+        if self.health is not None:
+            yield from self._health_families()
+
+    def _health_families(self):
+        healthy = GaugeMetricFamily(
+            "tranche_gpu_healthy",
+            "1 while the GPU is healthy, 0 while the agent holds it failed (tainted NoExecute)",
+            labels=["node", "gpu_uuid", "model", "reason"],
+        )
+        unhealthy = self.health.unhealthy()
+        for uuid, gpu in self.health.gpus.items():
+            bad = unhealthy.get(uuid)
+            reason = bad.verdict.taint_value if bad else ""
+            healthy.add_metric([self.node, uuid, gpu.name, reason], 0 if bad else 1)
+        events = CounterMetricFamily(
+            "tranche_gpu_health_events",
+            "GPU health events seen by the agent, by XID (or ecc/lost) and severity",
+            labels=["node", "gpu_uuid", "xid", "severity"],
+        )
+        for (uuid, xid, severity), n in sorted(self.health.counts.items()):
+            events.add_metric([self.node, uuid, xid, severity], n)
+        yield healthy
+        yield events
 
 
 def serve(node: str, port: int, addr: str = "127.0.0.1") -> SliceMetrics:

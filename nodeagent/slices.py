@@ -18,7 +18,7 @@ import json
 import logging
 import os
 import socket
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -28,6 +28,7 @@ from tranche.names import (
     DRIVER,
     LABEL_SLICE_MANAGED_BY,
     SLICE_MANAGER,
+    TAINT_GPU_UNHEALTHY,
 )
 
 log = logging.getLogger(__name__)
@@ -62,10 +63,18 @@ def sizes_for(gpu: GpuInfo) -> SliceSizes:
     return SliceSizes(tuple(sorted({max(1, whole // 4), max(1, whole // 2), whole})), (25, 50, 100))
 
 
-def render_device(gpu: GpuInfo) -> dict:
-    """One DRA device for one GPU, shareable by consumable capacity."""
+def device_taint(value: str, since: float) -> dict:
+    """The NoExecute DRA device taint of a failed GPU: the scheduler places no claim on it and
+    kube-controller-manager evicts the pods whose claims use it. `value` says why ("xid-79"),
+    `since` (epoch seconds) is when the agent saw it, kept so a re-render is identical."""
+    added = datetime.fromtimestamp(int(since), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {"key": TAINT_GPU_UNHEALTHY, "value": value, "effect": "NoExecute", "timeAdded": added}
+
+
+def render_device(gpu: GpuInfo, taint: dict | None = None) -> dict:
+    """One DRA device for one GPU, shareable by consumable capacity; tainted when it failed."""
     sizes = sizes_for(gpu)
-    return {
+    device = {
         "name": gpu.device_name,
         "allowMultipleAllocations": True,
         "attributes": {
@@ -93,6 +102,9 @@ def render_device(gpu: GpuInfo) -> dict:
             },
         },
     }
+    if taint is not None:
+        device["taints"] = [taint]
+    return device
 
 
 def _semver(text: str) -> str:
@@ -108,13 +120,19 @@ def slice_name(node: str) -> str:
 
 
 def render_resource_slice(
-    node: str, gpus: Iterable[GpuInfo], generation: int, node_uid: str | None = None
+    node: str,
+    gpus: Iterable[GpuInfo],
+    generation: int,
+    node_uid: str | None = None,
+    taints: Mapping[str, dict] | None = None,
 ) -> dict:
     """The complete ResourceSlice for a node's pool (pure: same input, same dict).
 
     With `node_uid` the slice is owned by its Node (as the kubelet's DRA helper does), so
     deleting the node garbage-collects the slice even when no agent is left to withdraw it.
+    `taints`: GPU UUID -> its device taint (`device_taint`), for the GPUs that failed.
     """
+    taints = taints or {}
     metadata: dict = {
         "name": slice_name(node),
         "labels": {LABEL_MANAGED: SLICE_MANAGER},
@@ -131,7 +149,9 @@ def render_resource_slice(
             "driver": DRIVER,
             "nodeName": node,
             "pool": {"name": node, "generation": generation, "resourceSliceCount": 1},
-            "devices": [render_device(g) for g in sorted(gpus, key=lambda g: g.index)],
+            "devices": [
+                render_device(g, taints.get(g.uuid)) for g in sorted(gpus, key=lambda g: g.index)
+            ],
         },
     }
 
@@ -253,7 +273,7 @@ class SlicePublisher:
         self.node = node
         self.lease = PoolLease(api_client, node)
         self._standby = False
-        self._digested: tuple[tuple[GpuInfo, ...], str] | None = None  # (GPUs, their digest)
+        self._digested: tuple[tuple, str] | None = None  # ((GPUs, taints), their digest)
 
     def _existing(self) -> list[dict]:
         resp = self.api.list_resource_slice(
@@ -272,6 +292,7 @@ class SlicePublisher:
         *,
         existing: list[dict] | None = None,
         node_uid: str | None = None,
+        taints: Mapping[str, dict] | None = None,
     ) -> bool:
         """Publish if we hold the pool; returns False while another agent holds it.
 
@@ -280,7 +301,7 @@ class SlicePublisher:
         recreated under the same name, is repaired on the next call; an unchanged pool writes
         nothing and keeps its generation. One call costs the lease renewal plus, unless the
         caller passes them (the fleet publisher lists them once for every node), a LIST of the
-        pool's slices and a GET of the node.
+        pool's slices and a GET of the node. `taints`: the failed GPUs' device taints.
         """
         if not self.lease.try_acquire():
             if not self._standby:  # once per change: a standby agent retries every tick
@@ -291,21 +312,24 @@ class SlicePublisher:
             log.info("pool %s: took over the lease", self.node)
         self._standby = False
         current = tuple(sorted(gpus, key=lambda g: g.index))
+        taints = dict(taints or {})
+        key = (current, json.dumps(taints, sort_keys=True))
         if existing is None:
             existing = self._existing()
         if node_uid is None:
             node_uid = self._node_uid()
         name = slice_name(self.node)
-        if self._digested is None or self._digested[0] != current:
+        if self._digested is None or self._digested[0] != key:
             # rendered and hashed once per set of GPUs, not per renewal (the fleet renews many)
-            self._digested = (current, spec_digest(render_resource_slice(self.node, current, 0)))
+            rendered = render_resource_slice(self.node, current, 0, taints=taints)
+            self._digested = (key, spec_digest(rendered))
         digest = self._digested[1]
         mine = [s for s in existing if s["metadata"]["name"] == name]
         stale = [s for s in existing if s["metadata"]["name"] != name]
         if mine and not stale and _published_digest(mine[0]) == (digest, node_uid):
             return True
         generation = max((s["spec"]["pool"]["generation"] for s in existing), default=0) + 1
-        wanted = render_resource_slice(self.node, current, generation, node_uid)
+        wanted = render_resource_slice(self.node, current, generation, node_uid, taints)
         wanted["metadata"]["annotations"] = {ANNOTATION_DIGEST: digest}
         if mine:
             wanted["metadata"]["resourceVersion"] = mine[0]["metadata"]["resourceVersion"]

@@ -63,11 +63,12 @@ class Collector:
         """The DRA plugin could not prepare a claim (the kubelet retries; support must know)."""
         self.report("prepare-failed", namespace, claim, error)
 
-    def report(self, kind: str, namespace: str, subject: str, detail: str) -> None:
-        """Queue one finding for support (`tranche.agent_protocol.Finding`), fields bounded."""
+    def report(self, kind: str, namespace: str, subject: str, detail: str, **extra) -> None:
+        """Queue one finding for support (`tranche.agent_protocol.Finding`), fields bounded;
+        `extra`: its optional fields (`gpu`, `xid`)."""
         self._findings.append(
             Finding(kind=kind, ts=time.time(), namespace=(namespace or "-")[:63],
-                    subject=(subject or "-")[:253], detail=detail[:500])
+                    subject=(subject or "-")[:253], detail=detail[:500], **extra)
         )  # fmt: skip
 
     def _read(self, claim: PreparedClaim) -> region.RegionSnapshot | None:
@@ -86,6 +87,8 @@ class Collector:
             return region.read_region(claim.region_dir)
         except region.RegionError as exc:
             log.warning("claim %s: %s", claim.uid, exc)
+            return None
+        except FileNotFoundError:  # unprepared meanwhile (its pod evicted): nothing to read
             return None
 
     def cross_check(self, readings: dict[str, region.RegionSnapshot | None]) -> list[str]:

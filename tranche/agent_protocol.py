@@ -136,7 +136,18 @@ class RemovedPod(TypedDict):
     pod: Annotated[str, Text(253)]
 
 
-FINDING_KINDS = ("backstop-stopped", "nvml-disagrees", "prepare-failed")
+FINDING_KINDS = (
+    "backstop-stopped",
+    "nvml-disagrees",
+    "prepare-failed",
+    # GPU health (nodeagent/health.py): subject is the GPU's UUID for the GPU's own findings,
+    # the pod for the pods a failure touched and for the one pod an application XID names.
+    "gpu-failed",  # a fatal XID / ECC error / GPU lost: the device is tainted NoExecute
+    "gpu-recovered",  # answers again after a reset, or marked in service
+    "gpu-xid-unknown",  # an XID the catalogue does not know: reported, nothing drained
+    "pod-gpu-failed",  # a pod whose GPU failed (Kubernetes evicts it)
+    "pod-xid",  # an application XID of one of the pod's processes
+)
 
 
 class Finding(TypedDict):
@@ -149,6 +160,9 @@ class Finding(TypedDict):
     namespace: Annotated[str, Text(63)]
     subject: Annotated[str, Text(253)]  # the pod, or the claim that failed to prepare
     detail: Annotated[str, Text(500)]
+    # GPU health findings only: the GPU concerned and the XID, when one caused it
+    gpu: NotRequired[Annotated[str, Text(64)]]
+    xid: NotRequired[Annotated[int, Whole(INT16_MAX)]]
 
 
 class StatusFrame(TypedDict):

@@ -20,6 +20,11 @@ LABEL_SLICE_MANAGED_BY = f"{DOMAIN}/managed-by"
 SLICE_MANAGER = "tranche-nodeagent"
 ANNOTATION_DEVICES_DIGEST = f"{DOMAIN}/devices-digest"
 CDI_VENDOR = DOMAIN
+# DRA device taints on a GPU (docs/nodeagent.md "GPU health"): the agent's own, NoExecute, when
+# the GPU failed (value: "xid-79", "gpu-lost", "ecc-double-bit"); support's, NoSchedule, while
+# a GPU is out for maintenance (a DeviceTaintRule the controller applies).
+TAINT_GPU_UNHEALTHY = f"{DOMAIN}/gpu-unhealthy"
+TAINT_GPU_MAINTENANCE = f"{DOMAIN}/gpu-maintenance"
 # Simulated (kwok) GPU nodes: how many GPUs and which model a node carries, and the fleet it
 # belongs to (`python -m nodeagent fleet` publishes for every node of one fleet). The model is
 # an annotation because label values cannot hold "Tesla V100-PCIE-32GB" as NVML names it.

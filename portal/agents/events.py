@@ -31,4 +31,11 @@ class NodeSeenEvent(TypedDict):
     text: str  # {"type": "seen", "node", "at": epoch seconds}, JSON-encoded once by the ingest
 
 
-ProjectEvent = PodStatusEvent | PodRemovedEvent | NodeSeenEvent
+class GpuHealthLiveEvent(TypedDict):
+    """The GPU under one of the project's pods failed, or a process of it hit an XID."""
+
+    type: Literal["gpu.health"]
+    text: str  # {"type": "gpu-event", "kind", "pod", "at", "text"}, JSON-encoded once
+
+
+ProjectEvent = PodStatusEvent | PodRemovedEvent | NodeSeenEvent | GpuHealthLiveEvent

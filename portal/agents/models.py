@@ -98,3 +98,34 @@ class PodMinute(models.Model):
 
     def __str__(self) -> str:
         return f"{self.namespace}/{self.pod_name} at {self.minute:%H:%M}"
+
+
+HEALTH_KINDS = ("gpu-failed", "gpu-recovered", "gpu-xid-unknown", "pod-gpu-failed", "pod-xid")
+
+
+class GpuHealthEvent(models.Model):
+    """One GPU health finding of a node's agent (nodeagent/health.py), kept as its own row:
+    the GPU's own (failed, recovered, unknown XID: support's) and each pod's it touched (its
+    GPU failed, or one of its processes hit an application XID: that tenant's). Written only
+    by `agents.gpu_health`; the support console and the live page only read them."""
+
+    node_name = models.CharField(max_length=253)
+    gpu_uuid = models.CharField(max_length=64)
+    kind = models.CharField(max_length=32, choices=[(k, k) for k in HEALTH_KINDS])
+    xid = models.PositiveSmallIntegerField(null=True, blank=True)
+    project = models.ForeignKey("tenants.Project", null=True, blank=True, on_delete=models.CASCADE)
+    namespace = models.CharField(max_length=63, blank=True)
+    pod_name = models.CharField(max_length=253, blank=True)
+    detail = models.CharField(max_length=500)
+    occurred_at = models.DateTimeField(help_text="agent clock")
+    recorded_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-occurred_at", "-pk"]
+        indexes = [
+            models.Index(fields=["gpu_uuid", "occurred_at"], name="gpu_health_by_gpu"),
+            models.Index(fields=["project", "occurred_at"], name="gpu_health_by_project"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.gpu_uuid} at {self.occurred_at:%Y-%m-%d %H:%M:%S}"

@@ -22,7 +22,7 @@ import redis
 from django.db import connection, transaction
 from django.utils import timezone
 
-from portal.agents import history
+from portal.agents import gpu_health, history
 from portal.agents.bindings import pod_bindings
 from portal.agents.events import NodeSeenEvent, PodRemovedEvent, PodStatusEvent, ProjectEvent
 from portal.agents.models import NodeToken, PodSliceStatus
@@ -295,6 +295,8 @@ def record_status(node_name: str, msg: StatusMessage) -> Recorded:
     if msg.findings:  # rare; the node's own agent is the only writer of its row
         kept = NodeToken.objects.filter(node_name=node_name).values_list("findings", flat=True)
         seen["findings"] = [*(kept.first() or []), *msg.findings][-FINDINGS_KEPT:]
+        for project_id, event in gpu_health.record_health(node_name, msg.findings):
+            events.append(Published(project_id, event))
     NodeToken.objects.filter(node_name=node_name).update(**seen)
     return Recorded(events, refused, _seen_events(node_name, now))
 

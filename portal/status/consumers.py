@@ -22,7 +22,12 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.contrib.auth import get_user_model
 
-from portal.agents.events import NodeSeenEvent, PodRemovedEvent, PodStatusEvent
+from portal.agents.events import (
+    GpuHealthLiveEvent,
+    NodeSeenEvent,
+    PodRemovedEvent,
+    PodStatusEvent,
+)
 from portal.core.groups import FLEET_GROUP, project_group, user_access_group
 from portal.core.sockets import DirectDispatch, NoClientFrames, SessionBound
 from portal.status import selectors
@@ -94,6 +99,11 @@ class ProjectStatusConsumer(
 
     async def node_seen(self, event: NodeSeenEvent) -> None:
         """A node reported: the page's stale mark of its rows restarts (stale.js)."""
+        if self.project_id is not None:
+            await self.send(text_data=event["text"])
+
+    async def gpu_health(self, event: GpuHealthLiveEvent) -> None:
+        """The GPU of one of the project's pods failed, or one of its processes hit an XID."""
         if self.project_id is not None:
             await self.send(text_data=event["text"])
 

@@ -153,6 +153,8 @@ FINDING_WORDS = {
     "backstop-stopped": "Backstop on {node} stopped a process of {where}: {detail}",
     "nvml-disagrees": "NVML and the core disagree on {node} for {where}: {detail}",
     "prepare-failed": "Claim {where} failed to prepare on {node}: {detail}",
+    "gpu-failed": "GPU {where} failed: {detail}",
+    "gpu-xid-unknown": "GPU {where} raised an XID the agent does not know: {detail}",
 }
 
 

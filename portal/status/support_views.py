@@ -7,6 +7,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 
+from portal.agents import gpu_health
 from portal.status import fleet, selectors
 
 
@@ -18,6 +19,7 @@ def console(request: HttpRequest) -> HttpResponse:
     context = {
         "nodes": fleet.fleet(),
         "alerts": fleet.alerts(),
+        "unhealthy_gpus": gpu_health.unhealthy_gpus(),
         "query": query,
         "found": fleet.search(query),
     }

@@ -10,6 +10,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
+from portal.agents import gpu_health
 from portal.status import charts, selectors
 from portal.tenants.context import nav_context
 
@@ -33,6 +34,7 @@ def project_status(request: HttpRequest, project_id: int) -> HttpResponse:
         "charted_pods": [p for p in pods if p in live],
         "gone_pods": [p for p in pods if p not in live],
         "node_seen": json.dumps(selectors.node_reports(project.pk)),
+        "gpu_events": gpu_health.project_events(project.pk),
         "server_now": time.time(),
         "late_after": settings.AGENT_LATE_SECONDS,
         **nav_context(request, project),

@@ -143,9 +143,7 @@ def real_node(kube_cluster) -> Iterator[RealNode]:
         yield node
 
 
-def run_pod(
-    api: client.ApiClient,
-    namespace: str,
+def pod_body(
     name: str,
     template: str,
     node: str,
@@ -156,7 +154,7 @@ def run_pod(
     memory: str = "512Mi",
     seccomp: bool = True,
     image: str = IMAGE,
-) -> None:
+) -> dict:
     """A pod of the sample image claiming one slice through `template`, on `node`, hardened as
     the documented manifest (portal/catalog/manifests.py) is; restartPolicy Never. `seccomp`
     False: the pod names no seccomp profile (the kubelet's seccompDefault then decides);
@@ -175,26 +173,30 @@ def run_pod(
     security = {"runAsNonRoot": True, "runAsUser": 1000, "runAsGroup": 1000}
     if seccomp:
         security["seccompProfile"] = {"type": "RuntimeDefault"}
-    client.CoreV1Api(api).create_namespaced_pod(
-        namespace,
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": name},
-            "spec": {
-                "nodeSelector": {"kubernetes.io/hostname": node},
-                "restartPolicy": "Never",
-                "tolerations": [TOLERATION],
-                "terminationGracePeriodSeconds": 0,
-                "automountServiceAccountToken": False,
-                "securityContext": security,
-                "containers": [container],
-                "resourceClaims": (
-                    [{"name": "gpu", "resourceClaimTemplateName": template}] if template else []
-                ),
-            },
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {
+            "nodeSelector": {"kubernetes.io/hostname": node},
+            "restartPolicy": "Never",
+            "tolerations": [TOLERATION],
+            "terminationGracePeriodSeconds": 0,
+            "automountServiceAccountToken": False,
+            "securityContext": security,
+            "containers": [container],
+            "resourceClaims": (
+                [{"name": "gpu", "resourceClaimTemplateName": template}] if template else []
+            ),
         },
-    )
+    }
+
+
+def run_pod(api: client.ApiClient, namespace: str, name: str, template: str, node: str,
+            **kw) -> None:  # fmt: skip
+    """Create `pod_body(...)` in `namespace`."""
+    body = pod_body(name, template, node, **kw)
+    client.CoreV1Api(api).create_namespaced_pod(namespace, body)
 
 
 def container_state(api: client.ApiClient, namespace: str, name: str) -> dict:

@@ -9,23 +9,12 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "simstate.h"
+#include "simnvml.h"
 
-#define SIM_API __attribute__((visibility("default")))
-
-struct nvmlDevice_st {
-    int index;
-};
-static struct nvmlDevice_st handles[SIM_MAX_DEV];
-static int inited;
-
-#define NEED_INIT()                                                                            \
-    do {                                                                                       \
-        if (!inited) return NVML_ERROR_UNINITIALIZED;                                          \
-    } while (0)
-#define DEV_OF(h)                                                                              \
-    int idx = (h) ? (h)->index : -1;                                                           \
-    if (idx < 0 || idx >= sim_ndev) return NVML_ERROR_INVALID_ARGUMENT
+struct nvmlDevice_st sim_nvml_handles[SIM_MAX_DEV];
+int sim_nvml_inited;
+#define handles sim_nvml_handles
+#define inited sim_nvml_inited
 
 SIM_API nvmlReturn_t nvmlInitWithFlags(unsigned int flags) {
     (void)flags;
@@ -46,6 +35,8 @@ SIM_API const char *nvmlErrorString(nvmlReturn_t r) {
     case NVML_ERROR_NOT_SUPPORTED: return "Not Supported (simgpu)";
     case NVML_ERROR_NO_PERMISSION: return "Insufficient Permissions";
     case NVML_ERROR_INSUFFICIENT_SIZE: return "Insufficient Size";
+    case NVML_ERROR_TIMEOUT: return "Timeout";
+    case NVML_ERROR_GPU_IS_LOST: return "GPU is lost (simgpu: SIMULATED fault, simgpu-fault lose)";
     default: return "Unknown Error (simgpu)";
     }
 }
@@ -124,6 +115,20 @@ SIM_API nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t h, unsigned int *m) {
     NEED_INIT();
     DEV_OF(h);
     *m = (unsigned)sim_host[idx];
+    return NVML_SUCCESS;
+}
+
+/* A simulated bus per GPU (SIM_PCI_BUS): the kernel log's Xid lines name GPUs by it. */
+SIM_API nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t h, nvmlPciInfo_t *pci) {
+    NEED_INIT();
+    DEV_OF(h);
+    if (!pci) return NVML_ERROR_INVALID_ARGUMENT;
+    memset(pci, 0, sizeof *pci);
+    pci->bus = SIM_PCI_BUS(sim_host[idx]);
+    pci->pciDeviceId = 0x1DB610DEu; /* V100 PCIe 32 GB, NVIDIA */
+    snprintf(pci->busId, sizeof pci->busId, NVML_DEVICE_PCI_BUS_ID_FMT, 0u, pci->bus, 0u);
+    snprintf(pci->busIdLegacy, sizeof pci->busIdLegacy, NVML_DEVICE_PCI_BUS_ID_LEGACY_FMT, 0u,
+             pci->bus, 0u);
     return NVML_SUCCESS;
 }
 

@@ -344,3 +344,25 @@ unsigned sim_utilisation(int dev) {
     }
     return (unsigned)atomic_load(&d->util_pct);
 }
+
+int sim_host_lost(int host) {
+    return sim_state && host >= 0 && host < SIM_MAX_DEV &&
+           atomic_load(&sim_state->faults.lost[host]) != 0;
+}
+
+/* SIMULATED: one health event into the ring NVML's event sets read. Writers are serialised by
+ * a lock on byte 1 of the state file (there is one injector at a time in practice); readers
+ * only trust an event once `published` covers it. */
+void sim_raise_event(int host, uint64_t type, uint64_t data, uint32_t pid) {
+    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 1, .l_len = 1};
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    fcntl(state_fd, F_SETLKW, &fl);
+    uint64_t n = atomic_load(&sim_state->faults.published);
+    sim_event_t *e = &sim_state->faults.ring[n % SIM_EVENT_RING];
+    *e = (sim_event_t){.dev = (uint32_t)host, .pid = pid, .type = type, .data = data,
+                       .time_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec};
+    atomic_store(&sim_state->faults.published, n + 1);
+    fl.l_type = F_UNLCK;
+    fcntl(state_fd, F_SETLK, &fl);
+}

@@ -42,10 +42,30 @@ typedef struct {
     _Atomic uint64_t used[SIM_MAX_DEV];
 } sim_slot_t;
 
+/* SIMULATED faults (simgpu-fault, never a real driver's behaviour): health events as a real
+ * driver raises them (XID, ECC) in a ring that NVML's event sets read, and GPUs that stopped
+ * answering. Appended after the slots, so a state file of an older simgpu is extended with
+ * zeroes (no event, every GPU answering) and keeps working. */
+#define SIM_EVENT_RING 64
+typedef struct {
+    uint32_t dev;     /* host index */
+    uint32_t pid;     /* the process the driver names in its kernel log line (0: none) */
+    uint64_t type;    /* one nvmlEventType* bit */
+    uint64_t data;    /* the XID for nvmlEventTypeXidCriticalError, else 0 */
+    uint64_t time_ns; /* CLOCK_REALTIME */
+} sim_event_t;
+
+typedef struct {
+    _Atomic uint64_t published;       /* events written so far; event n is ring[(n-1) % RING] */
+    sim_event_t ring[SIM_EVENT_RING];
+    _Atomic uint32_t lost[SIM_MAX_DEV]; /* nonzero: the GPU has fallen off the bus */
+} sim_faults_t;
+
 typedef struct {
     uint32_t magic, version, ndev, pad;
     sim_dev_t dev[SIM_MAX_DEV];
     sim_slot_t slots[SIM_MAX_SLOTS];
+    sim_faults_t faults;
 } sim_state_t;
 
 /* Per-container visibility, as a real runtime gives a container only its GPUs' device nodes:
@@ -77,5 +97,10 @@ unsigned sim_utilisation(int dev);
  * by the host, as NVML lists host pids); 0 when it cannot be found. */
 uint32_t sim_slot_pid(int i);
 void sim_sleep_until(uint64_t t);
+/* SIMULATED faults: is host device `host` lost; raise one event (simgpu-fault only). */
+int sim_host_lost(int host);
+void sim_raise_event(int host, uint64_t type, uint64_t data, uint32_t pid);
+/* The simulated PCI bus of host device `host` (NVML's busId and the kernel log's PCI tag). */
+#define SIM_PCI_BUS(host) (0x10u + (unsigned)(host))
 
 #endif

@@ -21,7 +21,8 @@ from portal.status.models import PodState
 
 GIB = 1024**3
 QUOTA_QUERIES = 10  # session, user, project, membership, 3 lines, CPU/RAM waits, 2 navigation
-STATUS_QUERIES = 11  # session, user, project, pods, cluster rows, 3 charts, 2 nav, nodes seen
+STATUS_QUERIES = 12  # session, user, project, pods, cluster rows, 3 charts, 2 nav, nodes seen,
+# GPU incidents
 
 
 def _grow(world, first: int, count: int) -> None:

@@ -165,7 +165,9 @@ def measure_bombs(api, caller: tuple[int, str], port: int) -> dict:
     bomb, strings = alias_bomb(7), string_bomb(200_000, 2_000)
     rss_before = rss_mib(port)
     floor_ms, _floor = timed("just: text\n")
+    rss_warm = rss_mib(port)  # after nine plain refusals: what serving any call costs at first
     bomb_ms, verdict = timed(bomb)
+    rss_after_alias = rss_mib(port)
     string_ms, string_verdict = timed(strings)
     rss_after = rss_mib(port)
     return {
@@ -178,6 +180,8 @@ def measure_bombs(api, caller: tuple[int, str], port: int) -> dict:
         "string_bomb_verdict": string_verdict["reason"][:120],
         "smallest_refusal_http_ms_median": round(percentile(floor_ms, 50), 1),
         "portal_rss_mib_before": round(rss_before, 1),
+        "portal_rss_mib_warm": round(rss_warm, 1),
+        "portal_rss_mib_after_alias_bomb": round(rss_after_alias, 1),
         "portal_rss_mib_after": round(rss_after, 1),
     }  # fmt: skip
 

@@ -314,6 +314,9 @@ PREFLIGHT_USER_CONCURRENCY = env_int("TRANCHE_PREFLIGHT_USER_CONCURRENCY", 2, mi
 PREFLIGHT_ORG_CONCURRENCY = env_int("TRANCHE_PREFLIGHT_ORG_CONCURRENCY", 4, minimum=1)
 PREFLIGHT_USER_PER_MINUTE = env_int("TRANCHE_PREFLIGHT_USER_PER_MINUTE", 20, minimum=1)
 PREFLIGHT_ORG_PER_MINUTE = env_int("TRANCHE_PREFLIGHT_ORG_PER_MINUTE", 60, minimum=1)
+# Pre-flight calls of one portal process in their database phase at once (portal/preflight/
+# dbphase.py): the others wait without a connection, so pages keep the rest of the pool.
+PREFLIGHT_DB_CONCURRENCY = env_int("TRANCHE_PREFLIGHT_DB_CONCURRENCY", 4, minimum=1)
 PREFLIGHT_QUEUE = env_str("TRANCHE_PREFLIGHT_QUEUE", "tranche-preflight")
 PREFLIGHT_KEY_PREFIX = env_str("TRANCHE_PREFLIGHT_KEY_PREFIX", "") or (
     env_str("TRANCHE_CHANNELS_PREFIX", "tranche") + ":preflight"

@@ -14,12 +14,14 @@ import sys
 
 import redis
 from django.db import InterfaceError, OperationalError
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.template import loader
 from kombu.exceptions import OperationalError as BrokerError
 
 log = logging.getLogger("portal.outage")
 RETRY_AFTER_SECONDS = 30
+BUSY_RETRY_AFTER_SECONDS = 5
+BUSY = "busy"  # not an outage: every database connection of this process is in use
 
 # exception type -> what the tenant is told is down
 DOWN = (
@@ -30,6 +32,10 @@ DOWN = (
 
 
 def what_is_down(exc: BaseException | None) -> str | None:
+    from portal.core.dbbackend.base import PoolBusy
+
+    if isinstance(exc, OperationalError) and isinstance(exc.__cause__, PoolBusy):
+        return BUSY
     for types, name in DOWN:
         if isinstance(exc, types):
             return name
@@ -37,9 +43,20 @@ def what_is_down(exc: BaseException | None) -> str | None:
 
 
 def outage_response(request: HttpRequest, down: str) -> HttpResponse:
-    html = loader.get_template("503.html").render({"down": down, "retry": RETRY_AFTER_SECONDS})
-    response = HttpResponse(html, status=503)
-    response["Retry-After"] = str(RETRY_AFTER_SECONDS)
+    retry = BUSY_RETRY_AFTER_SECONDS if down == BUSY else RETRY_AFTER_SECONDS
+    if request.path.startswith("/api/"):  # API clients get JSON, as the API's other errors
+        if down == BUSY:
+            message = "Tranche is busy: no database connection was free within a second."
+        else:
+            message = f"Tranche cannot reach {down} right now."
+        message += f" Nothing you sent was kept; send it again in {retry} s."
+        response = JsonResponse({"error": message, "retry_after_s": retry}, status=503)
+    else:
+        html = loader.get_template("503.html").render(
+            {"down": down, "busy": down == BUSY, "retry": retry}
+        )
+        response = HttpResponse(html, status=503)
+    response["Retry-After"] = str(retry)
     response["Cache-Control"] = "no-store"
     return response
 
@@ -55,7 +72,10 @@ class OutageMiddleware:
         down = what_is_down(exc)
         if down is None:
             return None
-        log.warning("%s %s: 503, %s unreachable (%s)", request.method, request.path, down, exc)
+        if down == BUSY:
+            log.warning("%s %s: 503, busy (%s)", request.method, request.path, exc.__cause__)
+        else:
+            log.warning("%s %s: 503, %s unreachable (%s)", request.method, request.path, down, exc)
         return outage_response(request, down)
 
 

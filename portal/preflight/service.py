@@ -29,7 +29,7 @@ from portal.access import cluster
 from portal.agents.selectors import measured_context_bytes
 from portal.catalog.models import Product
 from portal.core.arrival import Arrival
-from portal.preflight import checks, gather, kube, limits, tasks
+from portal.preflight import checks, dbphase, gather, kube, limits, tasks
 from portal.preflight.facts import Facts, ImageFacts, ProductFacts
 from portal.preflight.manifest import ManifestError, parse_manifest
 from portal.preflight.verdicts import Level, Verdict, overall, warning, will_fail
@@ -88,6 +88,7 @@ def _release_db() -> None:
     for conn in connections.all(initialized_only=True):
         if not conn.in_atomic_block:  # a caller's transaction (a test's) keeps its connection
             conn.close()
+    dbphase.leave()  # the next call may start its reads
 
 
 def _image_facts(found: dict[str, Any]) -> ImageFacts:

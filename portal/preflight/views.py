@@ -19,11 +19,11 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
 from portal.core.arrival import arrived_at
-from portal.preflight import tokens
+from portal.preflight import dbphase, tokens
 from portal.preflight.limits import BusyError
 from portal.preflight.manifest import MAX_MANIFEST_BYTES
 from portal.preflight.samples import sample_images
-from portal.preflight.service import Report, run_preflight
+from portal.preflight.service import CallDeadline, Report, run_preflight
 from portal.preflight.verdicts import will_fail
 from portal.tenants.context import nav_context
 from portal.tenants.errors import ServiceError
@@ -106,10 +106,28 @@ def _api_manifest(request: HttpRequest) -> tuple[str, JsonResponse | None]:
     return text, None
 
 
+DB_BUSY = (
+    "Pre-flight is busy: too many checks are starting on this server at once. Nothing was "
+    "checked; send it again in {retry} s."
+)
+DB_BUSY_RETRY_S = 5
+
+
 @csrf_exempt
 def preflight_api(request: HttpRequest, project_id: int) -> HttpResponse:
     """POST a manifest, get `{"overall": ..., "verdicts": [...]}`."""
     arrival = arrived_at(request)  # the ASGI server's stamp; else now, before any query
+    # Queue for the database phase without a connection (dbphase), within the call's deadline.
+    with dbphase.database_phase(CallDeadline.after(arrival).left()) as free:
+        if not free:
+            message = DB_BUSY.format(retry=DB_BUSY_RETRY_S)
+            resp = JsonResponse({"error": message, "retry_after_s": DB_BUSY_RETRY_S}, status=503)
+            resp["Retry-After"] = str(DB_BUSY_RETRY_S)
+            return resp
+        return _preflight_api(request, project_id, arrival)
+
+
+def _preflight_api(request: HttpRequest, project_id: int, arrival) -> HttpResponse:
     user, by_session, token_organization = _api_user(request)
     if user is None:
         return _error(

@@ -14,6 +14,11 @@ the outage by seconds (issue #30). The gate:
 With `reconnect_timeout` short (settings) the pool's own back-off gives up within seconds and
 the next probe starts a fresh attempt, so a connection is made within about a second of the
 database answering again.
+
+A wait that failed with every connection of the pool made and in use is the opposite case: the
+database answers, this process is busy. It raises `PoolBusy`, so the outage page says "busy,
+try again in a few seconds" rather than blaming the database (#28: 50 pre-flight calls at once
+were told "Tranche cannot reach the database").
 """
 
 from __future__ import annotations
@@ -27,6 +32,11 @@ from psycopg import IsolationLevel
 
 PROBE_EVERY = 0.25  # seconds between real attempts while the database is known down
 PROBE_WAIT = 0.1  # how long such a probe waits for the pool
+
+
+class PoolBusy(psycopg.OperationalError):
+    """Every connection of the pool is made and in use: the database is up, this process is
+    busy (portal.core.outage words it so)."""
 
 
 class DatabaseGate:
@@ -60,7 +70,11 @@ class DatabaseGate:
                     if self.down_since is None:
                         self.down_since = time.monotonic()
                     self.last_error = str(exc).strip().splitlines()[0] if str(exc) else "timeout"
-            raise
+                raise
+            raise PoolBusy(
+                f"all {pool.max_size} database connections of this process in use for "
+                f"{timeout:.1f}s"
+            ) from exc
         with self._lock:
             self.down_since = None
         return conn

@@ -97,12 +97,16 @@ def cluster_answers(wait: float = PROBE_TIMEOUT + 0.2) -> ClusterState:
     """The latest known state; starts a probe when it is stale. `wait`: how long to wait for
     that probe when nothing is known yet."""
     global _running  # noqa: PLW0603
+    started = None
     with _lock:
         last, now = _last, time.monotonic()
         if (last is None or now - last.checked_at > FRESH_SECONDS) and _running is None:
-            _running = _pool.submit(_probe)
-            _running.add_done_callback(_finish)
+            _running = started = _pool.submit(_probe)
         running = _running
+    if started is not None:
+        # Outside the lock: a probe already done runs _finish in this thread, right here, and
+        # _finish takes the lock (inside it, that hung the caller for good; CI caught it).
+        started.add_done_callback(_finish)
     if last is None and running is not None:
         try:
             return running.result(timeout=wait)

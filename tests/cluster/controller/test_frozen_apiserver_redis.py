@@ -18,13 +18,10 @@ bindings are written as the watcher writes them.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import secrets
 import signal
-import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,7 +34,7 @@ from django.db import connection
 from deploy import supervisor
 from deploy.devcluster import launcher
 from portal.agents import services as agent_services
-from tests.cluster.controller.test_redis_restart import ROOT, _make_run_worker, _tail
+from tests.cluster.controller.supervised_worker import start_worker, tail
 from tests.helpers.agent_loop import AgentLoop, bind_pods, pod, stored_gib
 from tests.helpers.own_redis import OwnRedis
 from tests.helpers.portal import Portal, serve_portal
@@ -128,7 +125,7 @@ class Stack:
         return self.log.read_text(errors="replace") if self.log.exists() else ""
 
     def tail(self) -> str:
-        return f"worker log:\n{_tail(self.log)}"
+        return f"worker log:\n{tail(self.log)}"
 
 
 def _one_run(stack: Stack, tenant) -> dict:
@@ -208,27 +205,18 @@ def test_frozen_apiserver_mid_apply_then_redis_stopped(
     redis.start()
     monkeypatch.setenv("TRANCHE_REDIS_URL", redis.url)  # the served portal's Redis
     queue = f"frozen-{secrets.token_hex(3)}"
-    spec = {"worker": {"argv": _make_run_worker(queue), "env": {
-        "TRANCHE_REDIS_URL": redis.url, "TRANCHE_CELERY_QUEUE": queue,
-        "KUBECONFIG": str(cluster.kubeconfig),
-        "TRANCHE_DB_NAME": connection.settings_dict["NAME"], "TRANCHE_DB_POOL_MAX_SIZE": "2",
-        "TRANCHE_DB_POOL_TIMEOUT": "10", "PYTHONPATH": str(ROOT)}}}  # fmt: skip
-    run = tmp_path / "run"
-    run.mkdir()
-    (run / "spec.json").write_text(json.dumps(spec))
-    status = run / "status.json"
-    sup = subprocess.Popen(
-        [sys.executable, "-m", "deploy.supervisor", str(run / "spec.json"), str(status)],
-        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, start_new_session=True,
-    )  # fmt: skip
-    log = tmp_path / "logs" / "worker.log"
+    database = connection.settings_dict["NAME"]
+    worker = start_worker(
+        tmp_path, queue, redis.url, cluster.kubeconfig, database, TRANCHE_DB_POOL_TIMEOUT="10"
+    )
+    sup, status, log = worker.process, worker.status, worker.log
     token = agent_services.issue_node_token(NODE)
     try:
         with serve_portal(connection.settings_dict["NAME"]) as portal:
             agent = AgentLoop(portal.url, NODE, token)
             try:
-                wait_for(lambda: RESYNC_DONE.search(_tail(log, 400)), 120,
-                         lambda: f"the worker's first resync (log:\n{_tail(log)})")  # fmt: skip
+                wait_for(lambda: RESYNC_DONE.search(tail(log, 400)), 120,
+                         lambda: f"the worker's first resync (log:\n{tail(log)})")  # fmt: skip
                 worker_pid = supervisor.read_status(status)["worker"]["pid"]
                 stack = Stack(apiserver, cluster.ports.apiserver, redis,
                               Celery(broker=redis.url, set_as_current=False), queue, log,

@@ -13,13 +13,8 @@ restarted it; orders stayed pending until a manual restart (4 min 11 s).
 
 from __future__ import annotations
 
-import json
-import os
 import secrets
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import psycopg
 from celery import Celery
@@ -27,11 +22,10 @@ from django.db import connection
 
 from controller.reconcile import LOCK_SPACE
 from deploy import supervisor
-from deploy.local import platform
+from tests.cluster.controller.supervised_worker import start_worker, tail
 from tests.helpers.own_redis import OwnRedis
 from tests.helpers.wait import wait_for
 
-ROOT = Path(__file__).resolve().parents[3]
 CLASS = "tranche-v100-8g"
 PROJECTS = 6
 ACTIVE_WITHIN_SECONDS = 10.0
@@ -51,21 +45,6 @@ def _lock_holder_waiting(project_id: int) -> int | None:
     return row[0] if row else None
 
 
-def _make_run_worker(queue: str) -> list[str]:
-    """The worker command line `make run` uses, on this test's queue."""
-    argv = list(platform.processes()["worker"])
-    argv[argv.index("-Q") + 1] = queue
-    argv[argv.index("-n") + 1] = f"{queue}@localhost"
-    return argv
-
-
-def _tail(path: Path, lines: int = 40) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return "(no log)"
-
-
 def test_redis_restart_mid_reconcile(make_tenant, controller_settings, kube_cluster, tmp_path):
     from portal.orders.models import Order
 
@@ -79,28 +58,9 @@ def test_redis_restart_mid_reconcile(make_tenant, controller_settings, kube_clus
     for t in tenants:  # what the portal sends on commit, to this test's broker
         broker.send_task("controller.reconcile_project", args=[t.project.pk], queue=queue)
 
-    spec = {
-        "worker": {
-            "argv": _make_run_worker(queue),
-            "env": {
-                "TRANCHE_REDIS_URL": redis.url,
-                "TRANCHE_CELERY_QUEUE": queue,
-                "KUBECONFIG": str(kube_cluster.kubeconfig),
-                "TRANCHE_DB_NAME": connection.settings_dict["NAME"],
-                "TRANCHE_DB_POOL_MAX_SIZE": "2",
-                "PYTHONPATH": str(ROOT),
-            },
-        }
-    }  # fmt: skip
-    run = tmp_path / "run"
-    run.mkdir()
-    (run / "spec.json").write_text(json.dumps(spec))
-    status = run / "status.json"
-    sup = subprocess.Popen(
-        [sys.executable, "-m", "deploy.supervisor", str(run / "spec.json"), str(status)],
-        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, start_new_session=True,
-    )  # fmt: skip
-    log = tmp_path / "logs" / "worker.log"
+    worker = start_worker(tmp_path, queue, redis.url, kube_cluster.kubeconfig,
+                          connection.settings_dict["NAME"])  # fmt: skip
+    sup, status, log = worker.process, worker.status, worker.log
     # A connection of its own, outside Django's pool (pooled ones are in autocommit mode).
     hold = psycopg.connect(**connection.get_connection_params())
     try:
@@ -109,21 +69,21 @@ def test_redis_restart_mid_reconcile(make_tenant, controller_settings, kube_clus
         wait_for(
             lambda: _lock_holder_waiting(tenants[0].project.pk),
             90,
-            f"the worker to be inside reconcile_project (log:\n{_tail(log)})",
+            f"the worker to be inside reconcile_project (log:\n{tail(log)})",
         )
         redis.stop()  # the task is running, its message unacknowledged
         # Down until the worker has noticed (that is when b6aafaa's worker died), then back.
         wait_for(
             lambda: "Connection to broker lost" in log.read_text(errors="replace"),
             30,
-            f"the worker to notice Redis is gone (log:\n{_tail(log)})",
+            f"the worker to notice Redis is gone (log:\n{tail(log)})",
         )
         # The running task goes on and finishes while Redis is away: it cannot be acked.
         hold.rollback()
         wait_for(
             lambda: Order.objects.filter(pk=orders[0], state=Order.State.ACTIVE).exists(),
             60,
-            f"the running task to finish during the outage (log:\n{_tail(log)})",
+            f"the running task to finish during the outage (log:\n{tail(log)})",
         )
         redis.start()
         back_at = time.monotonic()
@@ -133,7 +93,7 @@ def test_redis_restart_mid_reconcile(make_tenant, controller_settings, kube_clus
                 orders
             )
 
-        wait_for(all_active, 60, f"every order to be active (worker log:\n{_tail(log)})")
+        wait_for(all_active, 60, f"every order to be active (worker log:\n{tail(log)})")
         took = time.monotonic() - back_at
         restarts = supervisor.read_status(status)["worker"]["restarts"]
         text = log.read_text(errors="replace")
@@ -142,7 +102,7 @@ def test_redis_restart_mid_reconcile(make_tenant, controller_settings, kube_clus
             f"all {len(orders)} orders active {took:.1f}s after Redis returned; worker restarts "
             f"by the supervisor: {restarts}; kombu AttributeError seen: {crashed}"
         )
-        assert took <= ACTIVE_WITHIN_SECONDS, _tail(log)
+        assert took <= ACTIVE_WITHIN_SECONDS, tail(log)
     finally:
         hold.close()
         supervisor.stop_pid(sup.pid, timeout=30)
@@ -166,25 +126,16 @@ def test_worker_survives_redis_restarted_as_a_message_is_received(
     redis.start()
     queue = f"receive-{secrets.token_hex(3)}"
     broker = Celery(broker=redis.url, set_as_current=False)
-    spec = {"worker": {"argv": _make_run_worker(queue), "env": {
-        "TRANCHE_REDIS_URL": redis.url, "TRANCHE_CELERY_QUEUE": queue,
-        "KUBECONFIG": str(kube_cluster.kubeconfig),
-        "TRANCHE_DB_NAME": connection.settings_dict["NAME"], "TRANCHE_DB_POOL_MAX_SIZE": "2",
-        "TRANCHE_DB_POOL_TIMEOUT": "10", "PYTHONPATH": str(ROOT)}}}  # fmt: skip
-    run = tmp_path / "run"
-    run.mkdir()
-    (run / "spec.json").write_text(json.dumps(spec))
-    status = run / "status.json"
-    sup = subprocess.Popen(
-        [sys.executable, "-m", "deploy.supervisor", str(run / "spec.json"), str(status)],
-        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, start_new_session=True,
-    )  # fmt: skip
-    log = tmp_path / "logs" / "worker.log"
+    database = connection.settings_dict["NAME"]
+    worker = start_worker(
+        tmp_path, queue, redis.url, kube_cluster.kubeconfig, database, TRANCHE_DB_POOL_TIMEOUT="10"
+    )
+    sup, status, log = worker.process, worker.status, worker.log
     hold = psycopg.connect(**connection.get_connection_params())
     figures = []
     try:
         wait_for(lambda: log.exists() and "ready." in log.read_text(errors="replace"), 90,
-                 lambda: f"the worker to start (log:\n{_tail(log)})")  # fmt: skip
+                 lambda: f"the worker to start (log:\n{tail(log)})")  # fmt: skip
         first_pid = supervisor.read_status(status)["worker"]["pid"]
         for _ in range(RUNS):
             tenant = make_tenant()
@@ -197,7 +148,7 @@ def test_worker_survives_redis_restarted_as_a_message_is_received(
                 lambda n=received: log.read_text(errors="replace").count(
                     "controller.reconcile_project["
                 ) > n,
-                60, lambda: f"the worker to receive the message (log:\n{_tail(log)})",
+                60, lambda: f"the worker to receive the message (log:\n{tail(log)})",
             )  # fmt: skip
             redis.stop()  # the instant it is received: unacknowledged, its task blocked
             redis.start()
@@ -205,19 +156,19 @@ def test_worker_survives_redis_restarted_as_a_message_is_received(
             back = time.monotonic()
             wait_for(
                 lambda o=order.pk: Order.objects.filter(pk=o, state=Order.State.ACTIVE).exists(),
-                90, lambda: f"the order to be active (log:\n{_tail(log)})",
+                90, lambda: f"the order to be active (log:\n{tail(log)})",
             )  # fmt: skip
             figures.append(round(time.monotonic() - back, 1))
             worker = supervisor.read_status(status)["worker"]
-            assert worker["restarts"] == 0, _tail(log)
-            assert worker["pid"] == first_pid, _tail(log)
+            assert worker["restarts"] == 0, tail(log)
+            assert worker["pid"] == first_pid, tail(log)
         text = log.read_text(errors="replace")
         print(  # noqa: T201
             f"{RUNS} Redis restarts as a message was received: worker never replaced (pid "
             f"{first_pid}); orders active {figures} s after Redis returned; restores handed to "
             f"the visibility timeout: {text.count('could not hand')}"
         )
-        assert "Unrecoverable error" not in text, _tail(log)
+        assert "Unrecoverable error" not in text, tail(log)
     finally:
         hold.close()
         supervisor.stop_pid(sup.pid, timeout=30)

@@ -86,6 +86,26 @@ def start_agent(kube_cluster) -> Iterator[Callable[..., Agent]]:
         agent.stop()
 
 
+@pytest.fixture(scope="module")
+def product(kube_cluster) -> Iterator[ProductSpec]:
+    """A V100 8 GiB / 25 % product of the module's own (the real-node modules). Its DeviceClass
+    has no labels, so no reconcile elsewhere in the session prunes it."""
+    spec = ProductSpec(
+        device_class=f"tranche-v100-8g-m{secrets.token_hex(2)}",
+        gpu_name=V100, memory_mib=8192, compute_percent=25,
+    )  # fmt: skip
+    api = client.ResourceV1Api(kube_cluster.api_client)
+    body = render_device_class(spec)
+    body["metadata"]["labels"] = {}
+    api.create_device_class(body)
+    yield spec
+    try:
+        api.delete_device_class(spec.device_class)
+    except ApiException as exc:
+        if exc.status != 404:  # a reconcile elsewhere in the session may have pruned it
+            raise
+
+
 @pytest.fixture
 def products(kube_cluster) -> Iterator[Callable[..., ProductSpec]]:
     """Factory: `products(memory_mib, compute_percent)` -> a product whose DeviceClass exists."""

@@ -12,42 +12,20 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import subprocess
 import time
-from collections.abc import Iterator
 
-import pytest
 from kubernetes import client
 
-from controller.render.device_class import render_device_class
 from controller.render.spec import ProductSpec
 from nodeagent.owners import pod_uid
-from tests.cluster.nodeagent.conftest import V100, allocation_of, create_template, describe_pod
+from tests.cluster.nodeagent.conftest import allocation_of, create_template, describe_pod
 from tests.helpers.realnode import pod_body, run_pod
 from tests.helpers.skips import SIMGPU_DIR, needs_native_sim
 from tests.helpers.wait import wait_for
 
 pytestmark = [needs_native_sim]
 TAINT_KEY = "tranche.dev/gpu-unhealthy"
-
-
-@pytest.fixture(scope="module")
-def product(kube_cluster) -> Iterator[ProductSpec]:
-    spec = ProductSpec(
-        device_class=f"tranche-v100-8g-hl{secrets.token_hex(2)}",
-        gpu_name=V100, memory_mib=8192, compute_percent=25,
-    )  # fmt: skip
-    api = client.ResourceV1Api(kube_cluster.api_client)
-    body = render_device_class(spec)
-    body["metadata"]["labels"] = {}  # the test's own: no reconcile in the session prunes it
-    api.create_device_class(body)
-    yield spec
-    try:
-        api.delete_device_class(spec.device_class)
-    except client.ApiException as exc:
-        if exc.status != 404:
-            raise
 
 
 def _fault(real_node, *args: object) -> None:

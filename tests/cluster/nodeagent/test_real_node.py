@@ -11,41 +11,20 @@ from __future__ import annotations
 import datetime as dt
 import json
 import secrets
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from kubernetes import client
 
-from controller.render.device_class import render_device_class
-from controller.render.spec import ProductSpec
 from deploy.devcluster.config import load_node_settings, load_settings
 from deploy.devcluster.launcher import node_images
 from deploy.devcluster.node import run as node_run
-from tests.cluster.nodeagent.conftest import V100, create_template, describe_pod
+from tests.cluster.nodeagent.conftest import create_template, describe_pod
 from tests.helpers.realnode import logs, run_pod, terminated
 from tests.helpers.skips import needs_native_sim
 from tests.helpers.wait import wait_for
 
 pytestmark = [needs_native_sim]
-
-
-@pytest.fixture(scope="module")
-def product(kube_cluster) -> Iterator[ProductSpec]:
-    spec = ProductSpec(
-        device_class=f"tranche-v100-8g-rn{secrets.token_hex(2)}",
-        gpu_name=V100, memory_mib=8192, compute_percent=25,
-    )  # fmt: skip
-    api = client.ResourceV1Api(kube_cluster.api_client)
-    body = render_device_class(spec)
-    body["metadata"]["labels"] = {}  # the test's own: no reconcile in the session prunes it
-    api.create_device_class(body)
-    yield spec
-    try:
-        api.delete_device_class(spec.device_class)
-    except client.ApiException as exc:
-        if exc.status != 404:  # a reconcile elsewhere in the session may have pruned it
-            raise
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ from kubernetes import client
 
 from deploy.devcluster.node import run as node_run
 from tests.cluster.nodeagent.conftest import describe_pod
-from tests.cluster.nodeagent.test_real_node import pod_in, product  # noqa: F401  (fixtures)
+from tests.cluster.nodeagent.test_real_node import pod_in  # noqa: F401  (fixture)
 from tests.helpers.portal import free_port
 from tests.helpers.realnode import REPO, logs
 from tests.helpers.skips import needs_native_sim

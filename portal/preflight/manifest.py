@@ -174,6 +174,19 @@ def _check_object(index: int, obj: Any) -> None:
         )
 
 
+def _where(raw: str | bytes, mark) -> str:
+    """Where the YAML broke, in the tenant's lines. libyaml puts the mark of a manifest that
+    ends too early (`kind: [`) on the line after the last one: that is said as the last line's
+    end, not as a line the tenant never wrote."""
+    if mark is None:
+        return ""
+    text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+    lines = len(text.splitlines()) or 1
+    if mark.line >= lines:
+        return f" at the end of line {lines}"
+    return f" at line {mark.line + 1}, column {mark.column + 1}"
+
+
 def parse_manifest(text: str | bytes) -> list[dict[str, Any]]:
     """Every non-empty document, each a mapping with apiVersion, kind and metadata.name."""
     raw = text.encode() if isinstance(text, str) else text
@@ -188,8 +201,7 @@ def parse_manifest(text: str | bytes) -> list[dict[str, Any]]:
     except UnicodeDecodeError as exc:
         raise ManifestError("The manifest is not UTF-8 text. Paste the YAML itself.") from exc
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        where = _where(raw, getattr(exc, "problem_mark", None))
         problem = getattr(exc, "problem", None) or "invalid YAML"
         raise ManifestError(f"The manifest is not valid YAML{where}: {problem}.") from exc
     except ManifestError:

@@ -39,7 +39,8 @@ def test_paste_a_manifest_and_see_the_verdicts(new_page, transactional_db, setti
     expect(page.get_by_role("heading", name="Check before you apply")).to_be_visible()
     page.get_by_label("Manifest").fill("kind: [")
     page.get_by_role("button", name="Check", exact=True).click()
-    expect(page.locator('[data-check="manifest"]')).to_contain_text("not valid YAML at line 1")
+    verdict = page.locator('[data-check="manifest"]')
+    expect(verdict).to_contain_text("not valid YAML at the end of line 1")  # not line 2 of 1
 
     page.get_by_label("Manifest").fill(RISKY)
     page.get_by_role("button", name="Check", exact=True).click()

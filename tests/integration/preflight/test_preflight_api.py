@@ -77,7 +77,7 @@ def test_session_api_needs_csrf(world) -> None:
 @pytest.mark.parametrize(
     ("body", "status", "words"),
     [
-        ("kind: [", 200, "not valid YAML at line"),
+        ("kind: [", 200, "not valid YAML at the end of line 1"),
         ("a: " + "b" * (5 * 1024 * 1024), 413, "larger than 1 MiB"),
         ('{"manifest": 3', 400, "JSON body must be an object"),
     ],

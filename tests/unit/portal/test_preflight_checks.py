@@ -194,7 +194,9 @@ def test_admission_refusals_are_translated() -> None:
 
 @pytest.mark.parametrize(
     ("text", "words"),
-    [("a: [1, 2", "not valid YAML at line"), ("", "empty"), ("- 1\n", "not a Kubernetes object"),
+    [("a: [1, 2", "not valid YAML at the end of line 1"),
+     ("a: b\n  c: d\n: x", "not valid YAML at line 2, column 4"), ("", "empty"),
+     ("- 1\n", "not a Kubernetes object"),
      ("apiVersion: v1\nkind: Pod\n", "no metadata.name"), (b"\xff\xfe", "not UTF-8"),
      ("x: " + "y" * (MAX_MANIFEST_BYTES + 1), "pre-flight reads at most 1 MiB"),
      ("!!python/object/apply:os.system ['true']", "not valid YAML")],

@@ -237,7 +237,10 @@ def _remove_cgroups(node: NodePaths) -> None:
     for top in cgroup_dirs(node):
         if not top.exists():
             continue
-        for sub in sorted((p for p in top.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
+        # os.walk, not Path.rglob: the kernel removes a container's cgroup while we walk, and
+        # rglob raised FileNotFoundError for a folder gone between listing and opening it.
+        subs = [Path(d) for d, _, _ in os.walk(top, topdown=False) if Path(d) != top]
+        for sub in subs:  # deepest first (bottom-up walk)
             with contextlib.suppress(OSError):
                 sub.rmdir()
         with contextlib.suppress(OSError):

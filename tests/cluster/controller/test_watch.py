@@ -105,12 +105,14 @@ def test_quota_page_shows_entitled_allocated_pending(
     owner = Client()
     owner.force_login(tenant.membership.user)
     url = reverse("quota", args=[tenant.project.pk])
+    # Read before the watcher starts: started first, its first flush (0.3 s) can land before
+    # this request and the page rightly says 0 (a fresh-clone CI run saw exactly that).
+    before = _quota_row(owner.get(url).content.decode(), CLASS)
+    assert before is not None, "the quota page has no row for the product just bought"
+    assert before[:3] == ["2", "not yet reported", "not yet reported"], before
     watcher = Watcher(api, flush_interval=0.3)
     watcher.start()
     try:
-        before = _quota_row(owner.get(url).content.decode(), CLASS)
-        assert before is not None, "the quota page has no row for the product just bought"
-        assert before[:3] == ["2", "not yet reported", "not yet reported"], before
         wait_for(
             lambda: core.read_namespaced_resource_quota("tranche-quota", ns).status.hard or {},
             20,

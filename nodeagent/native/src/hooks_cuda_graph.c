@@ -204,6 +204,22 @@ void tr_graph_commit_end(tr_commit_t *c, CUresult r) {
     pthread_mutex_unlock(&graph_mu);
 }
 
+/* What graph `g` allocates (*x, NULL for no graph), read under edit_lock, which stays held
+ * until the caller's edit_end() once the driver call is done; on an error the lock is already
+ * released. Shared by instantiation and cuGraphExecUpdate. */
+static CUresult read_graph(CUgraph g, gexec_t **x, gexec_t **spare) {
+    CUresult err = CUDA_SUCCESS;
+    *spare = NULL;
+    *x = g ? graph_memory(g, &err, spare) : NULL;
+    if (g && err != CUDA_SUCCESS) {
+        edit_end();
+        free(*spare);
+        *spare = NULL;
+        return err;
+    }
+    return CUDA_SUCCESS;
+}
+
 /* ---- Instantiation: record what the exec allocates; with CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD
  * the driver backs it right away, so it is charged like an upload. */
 
@@ -211,14 +227,9 @@ static CUresult instantiated(CUgraphExec *pe, CUgraph g, unsigned long long flag
                              CUresult (*call)(CUgraphExec *, CUgraph, void *), void *arg) {
     if (tr_guard) return call(pe, g, arg);
     if (!tr_ready()) return CUDA_ERROR_NOT_INITIALIZED;
-    CUresult err = CUDA_SUCCESS;
-    gexec_t *spare = NULL;
-    gexec_t *x = g ? graph_memory(g, &err, &spare) : NULL;
-    if (g && err != CUDA_SUCCESS) {
-        edit_end();
-        free(spare);
-        return err;
-    }
+    gexec_t *x, *spare;
+    CUresult err = read_graph(g, &x, &spare);
+    if (err != CUDA_SUCCESS) return err;
     tr_guard++;
     CUresult r = call(pe, g, arg);
     tr_guard--;
@@ -401,14 +412,9 @@ TR_EXPORT CUresult cuDeviceGraphMemTrim(CUdevice dev) {
 static CUresult exec_update(CUgraphExec e, CUgraph g, CUresult (*call)(void *), void *arg) {
     if (tr_guard) return call(arg);
     if (!tr_ready()) return CUDA_ERROR_NOT_INITIALIZED;
-    CUresult err = CUDA_SUCCESS;
-    gexec_t *spare = NULL;
-    gexec_t *x = g ? graph_memory(g, &err, &spare) : NULL;
-    if (g && err != CUDA_SUCCESS) {
-        edit_end();
-        free(spare);
-        return err;
-    }
+    gexec_t *x, *spare;
+    CUresult err = read_graph(g, &x, &spare);
+    if (err != CUDA_SUCCESS) return err;
     pthread_mutex_lock(&graph_mu); /* no launch of e between the update and the new record */
     tr_guard++;
     CUresult r = call(arg);

@@ -18,6 +18,8 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.template import loader
 from kombu.exceptions import OperationalError as BrokerError
 
+from portal.core.dbbackend.base import PoolBusy
+
 log = logging.getLogger("portal.outage")
 RETRY_AFTER_SECONDS = 30
 BUSY_RETRY_AFTER_SECONDS = 5
@@ -32,8 +34,6 @@ DOWN = (
 
 
 def what_is_down(exc: BaseException | None) -> str | None:
-    from portal.core.dbbackend.base import PoolBusy
-
     if isinstance(exc, OperationalError) and isinstance(exc.__cause__, PoolBusy):
         return BUSY
     for types, name in DOWN:

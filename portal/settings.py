@@ -393,11 +393,23 @@ CONTENT_SECURITY_POLICY = {
 }
 # Login throttling (django-axes) on every authenticate(): /login/ and /admin/login/. After
 # AXES_FAILURE_LIMIT wrong passwords for one username from one address, that pair is refused
-# for the cool-off; staff unlock early by deleting the "Access attempt" in the admin.
+# for the cool-off; after TRANCHE_LOGIN_USERNAME_FAILURE_LIMIT for one username from all
+# addresses together, the username is (portal.core.lockout_handler says why it is higher).
+# Staff unlock early by deleting the "Access attempts" in the admin.
 AXES_FAILURE_LIMIT = env_int("TRANCHE_LOGIN_FAILURE_LIMIT", 5, minimum=1)
+TRANCHE_LOGIN_USERNAME_FAILURE_LIMIT = env_int(
+    "TRANCHE_LOGIN_USERNAME_FAILURE_LIMIT", 20, minimum=AXES_FAILURE_LIMIT
+)
 AXES_COOLOFF_TIME = env_int("TRANCHE_LOGIN_COOLOFF_MINUTES", 15, minimum=1) / 60  # hours
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_HANDLER = "portal.core.lockout_handler.LockoutHandler"
 AXES_LOCKOUT_CALLABLE = "portal.core.lockout.locked_out"
+# The client's address: the socket's peer, or behind TRANCHE_TRUSTED_PROXY_HOPS proxies (the
+# chart's portal.proxy.trustedHops) the right-most X-Forwarded-For entry they did not write
+# (portal.core.client_address). Set it to exactly the number of proxies in front of the portal:
+# one too many and clients choose their address, one too few and every client is the proxy.
+TRANCHE_TRUSTED_PROXY_HOPS = env_int("TRANCHE_TRUSTED_PROXY_HOPS", 0, minimum=0)
+AXES_CLIENT_IP_CALLABLE = "portal.core.client_address.client_address"
 AXES_RESET_ON_SUCCESS = True
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",

@@ -138,6 +138,9 @@ class Installation:
                 "allowedHosts": ["127.0.0.1"],
                 # first start unpacks the image: minutes here when 8 sessions build
                 "startupSeconds": 600,
+                # the tests play the one proxy (an ingress controller) that appends the client's
+                # address to X-Forwarded-For (tests/install/test_proxy.py)
+                "proxy": {"trustedHops": 1},
             },
             "worker": {"replicas": 1},
             "nodeAgent": {

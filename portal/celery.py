@@ -45,4 +45,4 @@ app.steps["consumer"].add(ResyncOnConnect)
 def _start_beat_heartbeat(sender=None, **kwargs) -> None:
     from portal.core.heartbeats import start_beat_heartbeat  # needs Django's apps loaded
 
-    start_beat_heartbeat(f"beat@{socket.gethostname()}")
+    start_beat_heartbeat(f"beat@{os.environ.get('POD_NAME') or socket.gethostname()}")

@@ -14,6 +14,7 @@ the outage is written once it is over.
 from __future__ import annotations
 
 import logging
+import os
 import socket
 import time
 
@@ -44,7 +45,9 @@ class UsageWriter:
         # is written once the project is known (else a pod that changes no more after that is
         # never written: bench/scale.py's fan-out waited for a binding that never came).
         self._unknown: set[str] = set()
-        self.process_name = f"watcher@{socket.gethostname()}"
+        # the pod's name where the chart gives it: two replicas on one host network share the
+        # host name, and which of them is writing is what a takeover is judged by
+        self.process_name = f"watcher@{os.environ.get('POD_NAME') or socket.gethostname()}"
 
     def projects(self) -> dict[str, int]:
         """namespace -> project id, re-read every PROJECT_REFRESH_SECONDS."""

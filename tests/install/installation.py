@@ -143,6 +143,9 @@ class Installation:
                 "proxy": {"trustedHops": 1},
             },
             "worker": {"replicas": 1},
+            # leader-elected: one runs, one stands by (tests/install/test_leader.py)
+            "beat": {"replicas": 2},
+            "watcher": {"replicas": 2},
             "nodeAgent": {
                 # null drops the chart's default GPU-feature-discovery label (kwok nodes have it)
                 "nodeSelector": {"nvidia.com/gpu.present": None, **REAL_NODE},

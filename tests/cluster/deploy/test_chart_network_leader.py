@@ -29,8 +29,9 @@ def test_the_portal_trusts_the_configured_proxy_hops_not_daphne() -> None:
 def test_the_portal_policy_admits_the_ingress_namespace_and_the_agents_only() -> None:
     extra = '[{"ipBlock": {"cidr": "10.0.0.0/24"}}]'
     namespaces = '["ingress-nginx", "lb"]'
-    docs = _docs(render(["--set-json", f"networkPolicies.extraPortalPeers={extra}",
-                         "--set-json", f"networkPolicies.ingressNamespaces={namespaces}"]))  # fmt: skip
+    values = ["--set-json", f"networkPolicies.extraPortalPeers={extra}",
+              "--set-json", f"networkPolicies.ingressNamespaces={namespaces}"]  # fmt: skip
+    docs = _docs(render(values))
     policy = docs[("NetworkPolicy", f"{RELEASE}-portal")]["spec"]
     (rule,) = policy["ingress"]
     namespaces, agents, block = rule["from"]

@@ -21,6 +21,7 @@ from django.test import Client
 from django.urls import reverse
 from kubernetes import client
 
+from controller.apply import http
 from controller.render.claim_template import render_claim_template
 from controller.render.spec import ProjectSpec
 from portal.agents import services
@@ -39,9 +40,8 @@ RULES = "/apis/resource.k8s.io/v1/devicetaintrules"
 
 
 def _rules(api, device: str, node: str) -> list[dict]:
-    resp = api.call_api(RULES, "GET", auth_settings=["BearerToken"], _preload_content=False,
-                        response_type="object")[0]  # fmt: skip
-    items = json.loads(resp.data)["items"]
+    resp = http(api, "GET", RULES)
+    items = json.loads(resp.read())["items"]
     return [r for r in items if r["spec"]["deviceSelector"] == {
         "driver": "gpu.tranche.dev", "pool": node, "device": device}]  # fmt: skip
 
@@ -134,18 +134,21 @@ def test_maintenance_drains_gracefully_and_in_service_returns_the_gpu(
             wait_for(lambda: not _taints(api, node, device), 30,
                      lambda: "the agent's taint to go\n" + real_node.log_tail())  # fmt: skip
             untainted = time.monotonic() - t1
+            wait_for(lambda: allocation_of(api, ns, "b"), 120,
+                     lambda: describe_pod(api, ns, "b"))  # fmt: skip
+            allocated = time.monotonic() - t1
             wait_for(lambda: core.read_namespaced_pod("b", ns).status.phase == "Running", 120,
                      lambda: describe_pod(api, ns, "b") + real_node.log_tail())  # fmt: skip
             landed = time.monotonic() - t1
             assert allocation_of(api, ns, "b")["device"] == device
         finally:
             for r in _rules(api, device, node):
-                api.call_api(f"{RULES}/{r['metadata']['name']}", "DELETE",
-                             auth_settings=["BearerToken"])  # fmt: skip
+                http(api, "DELETE", f"{RULES}/{r['metadata']['name']}")
         print(  # noqa: T201
             f"\nmaintenance rule after {ruled:.2f} s; in service: rule gone after "
             f"{unruled:.2f} s, agent's XID 48 taint gone after {untainted:.2f} s, the waiting "
-            f"claim's pod Running on {device} after {landed:.2f} s"
+            f"claim allocated {device} after {allocated:.2f} s, its pod Running after "
+            f"{landed:.2f} s"
         )
     actions = list(AuditLog.objects.filter(action__startswith="gpu.").order_by("at")
                    .values_list("action", "actor_label", "after"))  # fmt: skip

@@ -1,7 +1,8 @@
 """Thin Celery wrappers: ids in, idempotent reconciles out.
 
 `controller.reconcile_project` is what the portal sends on commit (by name), and
-`controller.retire_namespace` when a project is deleted; `controller.resync_all` is what beat
+`controller.retire_namespace` when a project is deleted, `controller.sync_gpu_maintenance`
+when support marks a GPU; `controller.resync_all` is what beat
 runs. All are `acks_late` (a killed worker's message is redelivered) and retry only
 named transient errors, with exponential backoff and jitter. A lost message costs nothing: the
 next resync reconciles every project.
@@ -14,7 +15,7 @@ import logging
 from celery import shared_task
 from django.db import InterfaceError, OperationalError
 
-from controller import metering, reconcile, retire
+from controller import gpu_maintenance, metering, reconcile, retire
 from controller.apply import Applier, TransientApiError, shared_api_client
 
 log = logging.getLogger(__name__)
@@ -68,3 +69,9 @@ def resync(applier: Applier) -> dict:
 def retire_namespace(namespace: str) -> dict:
     """Remove a deleted project's namespace (access objects first); idempotent."""
     return {"namespace": namespace, "deleted": len(retire.retire_namespace(str(namespace)))}
+
+
+@shared_task(name="controller.sync_gpu_maintenance", **RETRY)
+def sync_gpu_maintenance() -> dict:
+    """Support marked a GPU out for maintenance or back in service: its DeviceTaintRule."""
+    return {"changes": gpu_maintenance.sync_gpu_maintenance(Applier(shared_api_client()))}

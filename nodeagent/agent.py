@@ -86,7 +86,8 @@ async def run(opts: Options) -> None:
     kernel_log = opts.kernel_log
     if opts.simulate and "SIMGPU_STATE" in sim_env:
         kernel_log = Path(sim_env["SIMGPU_STATE"] + ".kmsg")  # simgpu-fault's simulated log
-    health = HealthMonitor(gpus, kernel_log=kernel_log, check_every=opts.health_check_every)
+    health = HealthMonitor(gpus, kernel_log=kernel_log, check_every=opts.health_check_every,
+                           checkpoint=opts.state_dir / "gpu-health.json")  # fmt: skip
     log.info("node %s: %d GPU(s): %s", opts.node, len(gpus), ", ".join(g.uuid for g in gpus))
     api = api_client(opts.kubeconfig)
     publisher = SlicePublisher(api, opts.node)
@@ -164,6 +165,7 @@ async def _loop(opts: Options, gpus, publisher, collector, *, health, checkpoint
     if opts.portal and opts.token_file:
         token = opts.token_file.read_text().strip()
         stream = StatusStream(opts.portal, opts.node, token)
+        stream.on_in_service = health.mark_in_service
         tasks.append(asyncio.create_task(stream.run(stop)))
     gauges = metrics.serve(opts.node, opts.metrics_port) if opts.metrics_port else None
     if gauges is not None:

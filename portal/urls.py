@@ -74,6 +74,7 @@ urlpatterns = [
     path(P, quota_views.quota, name="quota"),
     path(P + "status/", status_views.project_status, name="project_status"),
     path("support/", support_views.console, name="support_console"),
+    path("support/gpus/", support_views.gpu_service_action, name="support_gpu_service"),
     path(P + "order/", order_views.order_form, name="order_form"),
     path(P + "order/confirm/", order_views.order_confirm, name="order_confirm"),
     path(P + "orders/", order_views.order_list, name="order_list"),

@@ -192,13 +192,28 @@ class RefusedEntry(TypedDict):
     retry: bool
 
 
+class InService(TypedDict):
+    """A GPU support marked back in service (the support console), which the agent holds
+    unhealthy since before `at` (epoch s): the agent drops its health taint once the GPU answers
+    (nodeagent/health.py `mark_in_service`). Repeated in every answer until the agent reports
+    the GPU recovered, or for `IN_SERVICE_REPEATED_FOR` s."""
+
+    gpu: str
+    at: float
+
+
+IN_SERVICE_REPEATED_FOR = 600.0
+
+
 class StatusAck(TypedDict):
     """The portal's answer to a frame it validated: every entry not listed in `refused` was
     applied (each pod entry and each removal on its own). A frame the portal could not read or
-    store at all is answered {"error", "seq"} instead: nothing of it was applied."""
+    store at all is answered {"error", "seq"} instead: nothing of it was applied.
+    `in_service`: this node's GPUs support marked back in service (`InService`)."""
 
     ack: int
     refused: NotRequired[list[RefusedEntry]]
+    in_service: NotRequired[list[InService]]
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,8 @@ dpkg -s libpango-1.0-0 >/dev/null 2>&1 || need+=(libpango-1.0-0 libpangoft2-1.0-
 # mmdebstrap for the images' root filesystem.
 command -v pdftoppm >/dev/null 2>&1 || need+=(poppler-utils)
 command -v mmdebstrap >/dev/null 2>&1 || need+=(mmdebstrap)
+# promtool (Debian's prometheus package) unit-tests the alert rules in deploy/monitoring.
+command -v promtool >/dev/null 2>&1 || need+=(prometheus)
 # The dev cluster's real nodes: Debian's runc under containerd, and the bridge, host-local and
 # loopback CNI plugins (/usr/lib/cni); `ip` deletes a stopped node's bridge.
 command -v runc >/dev/null 2>&1 || need+=(runc)

@@ -6,7 +6,8 @@ malformed, oversized, out-of-bounds or foreign message, and one the database ref
 with {"error", "seq"} and logged with its reason, and the connection stays open, so a bug in one
 message never cuts a node's status feed.
 A valid frame is answered `StatusAck`: the seq, and the pod entries refused one by one (the
-others were applied); the agent keeps refused entries marked `retry` and sends them again.
+others were applied); the agent keeps refused entries marked `retry` and sends them again; and
+the node's GPUs support marked back in service (`agents.gpu_service.in_service_for`).
 Accepted pods are published to `project.<id>` groups, ids taken from the database; a report
 stored while Redis is unreachable is still acknowledged (live pages catch up on the next one).
 """
@@ -21,11 +22,11 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.db import DatabaseError
 from redis.exceptions import RedisError
 
-from portal.agents import services
+from portal.agents import gpu_service, services
 from portal.core.groups import FLEET_GROUP, project_group
 from portal.core.ratelimit import RateLimitedLog
 from portal.core.sockets import DirectDispatch
-from tranche.agent_protocol import MessageRejectedError, StatusAck, parse_status
+from tranche.agent_protocol import InService, MessageRejectedError, StatusAck, parse_status
 
 log = logging.getLogger("portal.agents")
 REJECTIONS_LOGGED_PER_MINUTE = 10
@@ -36,6 +37,12 @@ def _header(scope: dict, name: bytes) -> str:
         if key.lower() == name:
             return value.decode("latin1").strip()
     return ""
+
+
+def _record(node: str, msg) -> tuple[services.Recorded, list[InService]]:
+    """Store the frame; and the node's GPUs support marked back in service, for the answer
+    (read after the frame's own recovery findings settled theirs)."""
+    return services.record_status(node, msg), gpu_service.in_service_for(node)
 
 
 class AgentConsumer(DirectDispatch, AsyncWebsocketConsumer):
@@ -70,7 +77,7 @@ class AgentConsumer(DirectDispatch, AsyncWebsocketConsumer):
         try:
             msg = parse_status(text_data, bytes_data, self.node)
             seq = msg.seq
-            recorded = await database_sync_to_async(services.record_status)(self.node, msg)
+            recorded, in_service = await database_sync_to_async(_record)(self.node, msg)
         except DatabaseError as exc:
             # Nothing of the message was stored (one transaction); the socket stays open, so a
             # bad row or a database hiccup never cuts the node's feed.
@@ -111,6 +118,8 @@ class AgentConsumer(DirectDispatch, AsyncWebsocketConsumer):
         answer = StatusAck(ack=msg.seq)
         if recorded.refused:
             answer["refused"] = recorded.refused
+        if in_service:
+            answer["in_service"] = in_service
         await self.send(json.dumps(answer))
 
     async def disconnect(self, code: int) -> None:

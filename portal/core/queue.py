@@ -64,3 +64,14 @@ def enqueue_retire_namespace(namespace: str) -> None:
     """On commit, ask the controller to remove a deleted project's namespace (it checks that no
     project still names it and that Tranche manages it before deleting anything)."""
     transaction.on_commit(lambda: send_retire_namespace(namespace))
+
+
+GPU_SERVICE_TASK = "controller.sync_gpu_maintenance"
+
+
+def enqueue_gpu_maintenance() -> None:
+    """On commit, ask the controller to bring the GPUs' maintenance DeviceTaintRules in line
+    with support's marks (level-triggered: it applies every GPU's newest mark)."""
+    transaction.on_commit(
+        lambda: _send(GPU_SERVICE_TASK, [], "; the next mark, or the task run by hand, repairs it")
+    )

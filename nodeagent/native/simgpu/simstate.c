@@ -219,6 +219,10 @@ static void claim_slot(void) {
             if (held) atomic_fetch_sub(&sim_state->dev[d].used, held);
         }
         s->pidns = pidns_of("self");
+        /* A new process's time, sampled from its start: one that exits before NVML is asked
+         * twice still shows what it ran. */
+        memset(&sim_state->busy[i], 0, sizeof sim_state->busy[i]);
+        for (int d = 0; d < SIM_MAX_DEV; d++) atomic_store(&sim_state->busy[i].sample_t[d], sim_now());
         atomic_store(&s->pid, (uint32_t)getpid());
         my_slot = i;
         return;
@@ -294,6 +298,11 @@ int sim_init(void) {
 
 int sim_mem_take(int dev, uint64_t size) {
     sim_dev_t *d = SIM_DEV(dev);
+    /* A real driver knows which process allocates. A child made by a raw clone() (no atfork
+     * handler ran) still has its parent's slot here: it takes its own, so NVML lists its
+     * memory under its own pid, never under its parent's (whose slot goes when it dies). */
+    if (my_slot >= 0 && atomic_load(&sim_state->slots[my_slot].pid) != (uint32_t)getpid())
+        after_fork();
     uint64_t total = sim_cfg[dev].memory_bytes;
     for (int attempt = 0; attempt < 2; attempt++) {
         uint64_t used = atomic_load(&d->used);
@@ -324,7 +333,39 @@ uint64_t sim_run(int dev, uint64_t earliest, uint64_t dur, uint64_t *end) {
     } while (!atomic_compare_exchange_weak(&d->busy_until, &busy, start + dur));
     atomic_fetch_add(&d->busy_total, dur);
     *end = start + dur;
+    if (my_slot >= 0) { /* whose work it is: per-process utilisation (NVML) */
+        sim_busy_t *b = &sim_state->busy[my_slot];
+        int h = sim_host[dev];
+        atomic_fetch_add(&b->total[h], dur);
+        uint64_t u = atomic_load(&b->until[h]);
+        while (u < *end && !atomic_compare_exchange_weak(&b->until[h], &u, *end)) {
+        }
+    }
     return start;
+}
+
+int sim_proc_utilisation(int slot, int dev, uint64_t *wall_us) {
+    sim_busy_t *b = &sim_state->busy[slot];
+    int h = sim_host[dev];
+    uint64_t now = sim_now(), total = atomic_load(&b->total[h]);
+    if (!total) return -1;
+    /* Its work not yet done lies between now and the end of its last kernel: at most that. */
+    uint64_t until = atomic_load(&b->until[h]), ahead = until > now ? until - now : 0;
+    uint64_t done = total - (ahead < total ? ahead : total);
+    uint64_t t0 = atomic_load(&b->sample_t[h]), b0 = atomic_load(&b->sample_b[h]);
+    if (t0 == 0 || now - t0 >= 100000000ull) {
+        if (atomic_compare_exchange_strong(&b->sample_t[h], &t0, now)) {
+            uint64_t pct = t0 && now > t0 && done > b0 ? (done - b0) * 100 / (now - t0) : 0;
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            atomic_store(&b->sample_pct[h], pct > 100 ? 100 : pct);
+            atomic_store(&b->sample_b[h], done);
+            atomic_store(&b->sample_wall_us[h],
+                         (uint64_t)ts.tv_sec * 1000000ull + (uint64_t)ts.tv_nsec / 1000u);
+        }
+    }
+    *wall_us = atomic_load(&b->sample_wall_us[h]);
+    return (int)atomic_load(&b->sample_pct[h]);
 }
 
 unsigned sim_utilisation(int dev) {

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nodeagent.agent import CORE_LIB, PUBLISH_EVERY, Options, run
+from nodeagent.compute_watch import DEFAULT_TOLERANCE_POINTS, DEFAULT_WINDOW_S
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,12 @@ def parse(argv: list[str] | None = None) -> Options | FleetOptions:
                    help="report, but do not stop, processes over their cap or on a GPU "
                         "their pod has no claim on")  # fmt: skip
     r.add_argument("--tolerance-mib", type=int, default=256)
+    r.add_argument("--compute-window", type=float, default=DEFAULT_WINDOW_S,
+                   help="seconds over which a claim's NVML utilisation is averaged against "
+                        "its compute share")  # fmt: skip
+    r.add_argument("--compute-tolerance", type=float, default=DEFAULT_TOLERANCE_POINTS,
+                   help="percentage points over its share a claim may average over the "
+                        "window before its busiest process is stopped")  # fmt: skip
     r.add_argument("--kernel-log", type=Path, default=Path("/dev/kmsg"),
                    help="where the driver logs XIDs with their process (with --simulate: "
                         "simgpu-fault's simulated log beside SIMGPU_STATE)")  # fmt: skip
@@ -109,6 +116,8 @@ def parse(argv: list[str] | None = None) -> Options | FleetOptions:
         tolerance_mib=a.tolerance_mib,
         kernel_log=a.kernel_log,
         health_check_every=a.health_check_every,
+        compute_window_s=a.compute_window,
+        compute_tolerance_points=a.compute_tolerance,
     )
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nodeagent import profiling
+from nodeagent.compute_watch import DEFAULT_TOLERANCE_POINTS, DEFAULT_WINDOW_S, ComputeWatch
 
 log = logging.getLogger("nodeagent")
 # Where an install puts the interception core (the image, the Helm chart); --core-lib or
@@ -47,6 +48,10 @@ class Options:
     # Where the driver logs XIDs with the process they belong to; simulation: simgpu-fault's log
     kernel_log: Path | None = Path("/dev/kmsg")
     health_check_every: float = 1.0  # seconds between "does each GPU still answer" checks
+    # The compute backstop (nodeagent/compute_watch.py): a claim's mean NVML utilisation over
+    # this window above its share by more than the tolerance stops its busiest process.
+    compute_window_s: float = DEFAULT_WINDOW_S
+    compute_tolerance_points: float = DEFAULT_TOLERANCE_POINTS
 
 
 def api_client(kubeconfig: Path | None):
@@ -106,6 +111,8 @@ async def run(opts: Options) -> None:
         # simgpu's NVML is loaded in this process in simulation mode and reports per-process
         # memory too, so the backstop runs there as on a real driver.
         nvml_process_memory=discovery.process_memory,
+        nvml_process_utilisation=discovery.process_utilisation,
+        compute=ComputeWatch(opts.compute_window_s, opts.compute_tolerance_points),
         tolerance_bytes=opts.tolerance_mib * 1024**2,
         kill_offenders=opts.backstop,
         tenant_pod=owners.TenantPods(api, opts.node),

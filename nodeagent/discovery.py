@@ -134,6 +134,30 @@ def process_memory(uuid: str) -> dict[int, int]:
     return {int(p.pid): int(p.usedGpuMemory or 0) for p in procs}
 
 
+def process_utilisation(uuid: str) -> dict[int, float]:
+    """Per-process SM utilisation (pid -> percent) for one GPU: each process's latest sample
+    (`nvmlDeviceGetProcessUtilization`); empty when NVML has none or cannot tell."""
+    import pynvml
+
+    with _nvml_kept:
+        h = _nvml_handles.get(uuid)
+        if h is None:
+            if not _nvml_handles:
+                pynvml.nvmlInit()
+            h = _nvml_handles[uuid] = pynvml.nvmlDeviceGetHandleByUUID(uuid)
+    try:
+        samples = pynvml.nvmlDeviceGetProcessUtilization(h, 0)
+    except pynvml.NVMLError as exc:  # NOT_FOUND: no process ran since; others: cannot tell
+        if exc.value != pynvml.NVML_ERROR_NOT_FOUND:
+            log.warning("per-process utilisation of %s unavailable: %s", uuid, exc)
+        return {}
+    latest: dict[int, tuple[int, float]] = {}
+    for s in samples:
+        if int(s.pid) not in latest or int(s.timeStamp) > latest[int(s.pid)][0]:
+            latest[int(s.pid)] = (int(s.timeStamp), float(s.smUtil))
+    return {pid: pct for pid, (_, pct) in latest.items()}
+
+
 _measured_by_model: dict[str, int] = {}
 
 

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from nodeagent import owners, region
 from nodeagent.checkpoint import Checkpoint, PreparedClaim
+from nodeagent.compute_watch import ComputeWatch
 from nodeagent.discovery import GpuInfo
 from tranche.agent_protocol import Finding, GpuReport, PodReport
 
@@ -41,6 +42,9 @@ class Collector:
     checkpoint: Checkpoint
     gpus: list[GpuInfo]
     nvml_process_memory: object = None  # callable(uuid) -> {pid: bytes}, None: no cross-check
+    # callable(uuid) -> {pid: SM utilisation %}, None: compute not watched
+    nvml_process_utilisation: object = None
+    compute: ComputeWatch = field(default_factory=ComputeWatch)
     tolerance_bytes: int = 256 * 1024**2
     kill_offenders: bool = False
     proc: Path = owners.PROC  # where processes' cgroups are read (the host's /proc)
@@ -100,46 +104,86 @@ class Collector:
         cgroup (simulation mode), when it holds a slot in the claim's region. A process in a
         pod with no claim on that GPU got the GPU by a path that was not sold. Host processes
         are not a tenant's and are left alone."""
-        if self.nvml_process_memory is None:
+        if self.nvml_process_memory is None and self.nvml_process_utilisation is None:
             return []
         findings: list[str] = []
         disagreeing: set[tuple[str, str]] = set()
         claims = [c for c in self.checkpoint.all() if c.uid in readings]
         for gpu in self.gpus:
-            per_pid = self.nvml_process_memory(gpu.uuid)
             on_gpu = [c for c in claims if any(d.uuid == gpu.uuid for d in c.devices)]
             by_pod = {pod.split("/")[2]: c for c in on_gpu for pod in c.pods if pod.count("/") == 2}
             by_slot = {s.pid: c for c in on_gpu for s in _live_slots(readings[c.uid])}
-            held: dict[str, dict[int, int]] = {}
-            bypassed: set[int] = set()  # processes not accounted in their claim's region
-            for pid, used in per_pid.items():
+
+            def owner(pid: int, by_pod=by_pod, by_slot=by_slot) -> tuple:
+                """(claim or None, pod uid or None, accounted in the claim's region)."""
                 pod = owners.pod_uid(pid, self.proc)
                 in_slot = by_slot.get(owners.ns_pid(pid, self.proc))
                 claim = by_pod.get(pod) if pod else in_slot
-                if claim is not None and in_slot is not claim:
-                    bypassed.add(pid)
-                if claim is not None:
-                    held.setdefault(claim.uid, {})[pid] = used
-                elif pod is not None:
-                    findings.extend(self._unclaimed(pod, pid, used, gpu.uuid))
-            for claim in on_gpu:
-                pids = held.get(claim.uid, {})
-                limit = next(d.memory_bytes for d in claim.devices if d.uuid == gpu.uuid)
-                if sum(pids.values()) > limit + self.tolerance_bytes:
-                    # A process that escaped the core's accounting is the cause: it goes first.
-                    suspects = {p: b for p, b in pids.items() if p in bypassed} or pids
-                    worst = max(suspects, key=suspects.get)
-                    findings.append(
-                        f"claim {claim.uid} uses {sum(pids.values())} B on {gpu.uuid} over its "
-                        f"{limit} B cap; offending pid {worst}"
-                    )
-                    disagreeing.add((claim.uid, gpu.uuid))
-                    if (claim.uid, gpu.uuid) not in self._disagreeing:
-                        self._disagree(claim, gpu.uuid, sum(pids.values()), readings[claim.uid])
-                    self._stop(worst, claim.namespace, _pod_of(claim), f"claim {claim.name}")
+                return claim, pod, in_slot is claim
+
+            if self.nvml_process_memory is not None:
+                findings += self._check_memory(gpu, on_gpu, owner, readings, disagreeing)
+            if self.nvml_process_utilisation is not None:
+                findings += self._check_compute(gpu, on_gpu, owner)
         self._disagreeing = disagreeing
+        self.compute.forget({(c.uid, d.uuid) for c in claims for d in c.devices})
         for f in findings:
             log.warning("backstop: %s", f)
+        return findings
+
+    def _check_memory(self, gpu, on_gpu, owner, readings, disagreeing: set) -> list[str]:
+        """NVML's per-process memory on `gpu` against each claim's cap (see cross_check)."""
+        findings: list[str] = []
+        held: dict[str, dict[int, int]] = {}
+        bypassed: set[int] = set()  # processes not accounted in their claim's region
+        for pid, used in self.nvml_process_memory(gpu.uuid).items():
+            claim, pod, accounted = owner(pid)
+            if claim is not None and not accounted:
+                bypassed.add(pid)
+            if claim is not None:
+                held.setdefault(claim.uid, {})[pid] = used
+            elif pod is not None:
+                findings.extend(self._unclaimed(pod, pid, used, gpu.uuid))
+        for claim in on_gpu:
+            pids = held.get(claim.uid, {})
+            limit = next(d.memory_bytes for d in claim.devices if d.uuid == gpu.uuid)
+            if sum(pids.values()) > limit + self.tolerance_bytes:
+                # A process that escaped the core's accounting is the cause: it goes first.
+                suspects = {p: b for p, b in pids.items() if p in bypassed} or pids
+                worst = max(suspects, key=suspects.get)
+                findings.append(
+                    f"claim {claim.uid} uses {sum(pids.values())} B on {gpu.uuid} over its "
+                    f"{limit} B cap; offending pid {worst}"
+                )
+                disagreeing.add((claim.uid, gpu.uuid))
+                if (claim.uid, gpu.uuid) not in self._disagreeing:
+                    self._disagree(claim, gpu.uuid, sum(pids.values()), readings[claim.uid])
+                self._stop(worst, claim.namespace, _pod_of(claim), f"claim {claim.name}")
+        return findings
+
+    def _check_compute(self, gpu, on_gpu, owner) -> list[str]:
+        """NVML's per-process SM utilisation on `gpu`, summed per claim, against its share over
+        the compute watch's window (nodeagent/compute_watch.py); the busiest process of a
+        claim over it for a whole window is stopped."""
+        findings: list[str] = []
+        busy: dict[str, dict[int, float]] = {}
+        for pid, percent in self.nvml_process_utilisation(gpu.uuid).items():
+            claim = owner(pid)[0]
+            if claim is not None:
+                busy.setdefault(claim.uid, {})[pid] = percent
+        now = time.monotonic()
+        for claim in on_gpu:
+            share = next(d.compute_percent for d in claim.devices if d.uuid == gpu.uuid)
+            verdict = self.compute.observe(now, (claim.uid, gpu.uuid), busy.get(claim.uid, {}),
+                                           share)  # fmt: skip
+            if verdict is None:
+                continue
+            pid, mean = verdict
+            why = (f"claim {claim.name} used {mean:.0f} % of {gpu.uuid} over "
+                   f"{self.compute.window_s:g} s, its share {share} % "
+                   f"(tolerance {self.compute.tolerance_points:g} points)")  # fmt: skip
+            findings.append(f"{why}; offending pid {pid}")
+            self._stop(pid, claim.namespace, _pod_of(claim), why)
         return findings
 
     def _unclaimed(self, pod: str, pid: int, used: int, uuid: str) -> list[str]:

@@ -47,6 +47,7 @@ class Options:
     # Where the driver logs XIDs with the process they belong to; simulation: simgpu-fault's log
     kernel_log: Path | None = Path("/dev/kmsg")
     health_check_every: float = 1.0  # seconds between "does each GPU still answer" checks
+    metrics_addr: str = "127.0.0.1"
 
 
 def api_client(kubeconfig: Path | None):
@@ -165,9 +166,14 @@ async def _loop(opts: Options, gpus, publisher, collector, *, health, checkpoint
         token = opts.token_file.read_text().strip()
         stream = StatusStream(opts.portal, opts.node, token)
         tasks.append(asyncio.create_task(stream.run(stop)))
-    gauges = metrics.serve(opts.node, opts.metrics_port) if opts.metrics_port else None
+    gauges = None
+    if opts.metrics_port:
+        try:
+            gauges = metrics.serve(opts.node, opts.metrics_port, opts.metrics_addr)
+        except OSError as exc:  # the port is taken: the agent's work matters more than /metrics
+            log.error("no /metrics on %s:%d: %s", opts.metrics_addr, opts.metrics_port, exc)
     if gauges is not None:
-        gauges.health = health
+        gauges.slices.health = health
     last_publish = 0.0
     try:
         while not stop.is_set():
@@ -188,7 +194,9 @@ async def _loop(opts: Options, gpus, publisher, collector, *, health, checkpoint
             if stream is not None:
                 stream.offer(gpu_status, pods, collector.take_findings())
             if gauges is not None:
-                gauges.update(list(pods.values()))
+                nvml = await loop.run_in_executor(None, _utilisation, gpus)
+                gauges.slices.update(collector.slices, nvml, collector.backstop_actions)
+                gauges.tick.observe(time.monotonic() - started)
             wait = max(0.05, opts.interval - (time.monotonic() - started))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(_either(stop, wake), timeout=wait)
@@ -196,6 +204,13 @@ async def _loop(opts: Options, gpus, publisher, collector, *, health, checkpoint
         stop.set()
         for t in tasks:
             await asyncio.gather(t, return_exceptions=True)
+
+
+def _utilisation(gpus) -> list[tuple[str, str, int | None]]:
+    """(uuid, model, NVML utilisation percent) of every GPU, for /metrics."""
+    from nodeagent import discovery
+
+    return [(g.uuid, g.name, discovery.utilisation(g.uuid)) for g in gpus]
 
 
 async def _either(a: asyncio.Event, b: asyncio.Event) -> None:

@@ -134,6 +134,21 @@ def process_memory(uuid: str) -> dict[int, int]:
     return {int(p.pid): int(p.usedGpuMemory or 0) for p in procs}
 
 
+def utilisation(uuid: str) -> int | None:
+    """NVML's whole-GPU utilisation (percent of time a kernel ran, its last sample period), or
+    None when NVML cannot tell; shares `process_memory`'s kept handles."""
+    import pynvml
+
+    with _nvml_kept:
+        h = _nvml_handles.get(uuid)
+        if h is None:
+            if not _nvml_handles:
+                pynvml.nvmlInit()
+            h = _nvml_handles[uuid] = pynvml.nvmlDeviceGetHandleByUUID(uuid)
+    rates = _optional(lambda: pynvml.nvmlDeviceGetUtilizationRates(h), None, "utilisation")
+    return None if rates is None else int(rates.gpu)
+
+
 _measured_by_model: dict[str, int] = {}
 
 

@@ -22,12 +22,14 @@ def main() -> None:
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     django.setup()
+    from controller import metrics
     from controller.apply import kube_api_client
     from controller.watch.stream import RESOURCES
     from controller.watch.watcher import Watcher
 
     done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: done.set())
+    metrics.serve("TRANCHE_WATCHER_METRICS_PORT", metrics.WATCHER_PORT)
     watcher = Watcher(kube_api_client())
     logging.getLogger("controller.watch").info("watching %s", ", ".join(RESOURCES))
     watcher.start()

@@ -24,6 +24,7 @@ from redis.exceptions import RedisError
 from portal.agents import services
 from portal.core.groups import FLEET_GROUP, project_group
 from portal.core.ratelimit import RateLimitedLog
+from portal.core.request_metrics import FRAMES, CountedSocket
 from portal.core.sockets import DirectDispatch
 from tranche.agent_protocol import MessageRejectedError, StatusAck, parse_status
 
@@ -38,8 +39,9 @@ def _header(scope: dict, name: bytes) -> str:
     return ""
 
 
-class AgentConsumer(DirectDispatch, AsyncWebsocketConsumer):
+class AgentConsumer(CountedSocket, DirectDispatch, AsyncWebsocketConsumer):
     node: str = ""
+    socket_kind = "agent"
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -75,6 +77,7 @@ class AgentConsumer(DirectDispatch, AsyncWebsocketConsumer):
             # Nothing of the message was stored (one transaction); the socket stays open, so a
             # bad row or a database hiccup never cuts the node's feed.
             log.error("agent message %s from node %s not stored: %s", seq, self.node, exc)
+            FRAMES.labels("unstored").inc()
             reason = (
                 f"the portal could not store this message ({type(exc).__name__}); nothing of it "
                 "was stored: resend its entries, and the portal's log has the cause"
@@ -90,8 +93,10 @@ class AgentConsumer(DirectDispatch, AsyncWebsocketConsumer):
             self.rejections.warning(
                 f"node {self.node}", "agent message from node %s rejected: %s", self.node, exc
             )
+            FRAMES.labels("refused").inc()
             await self.send(json.dumps({"error": str(exc), "seq": seq}))
             return
+        FRAMES.labels("accepted").inc()
         if recorded.refused:
             self.rejections.warning(
                 f"node {self.node} entries",

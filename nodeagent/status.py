@@ -191,6 +191,7 @@ class Collector:
         readings = {c.uid: self._read(c) for c in claims}
         self.cross_check(readings)
         self.slices = self._slice_usage(now, claims, readings)
+        idle = {(s.namespace, s.claim, s.gpu_uuid): s.idle_seconds for s in self.slices}
         for claim in claims:
             reading = readings[claim.uid]
             by_uuid = {d.uuid: d for d in reading.devices} if reading else {}
@@ -217,6 +218,7 @@ class Collector:
                         compute_used_percent=round(max(0.0, share), 2),
                         throttled_seconds=round((usage.throttled_ns if usage else 0) / 1e9, 3),
                         processes=len(reading.live_slots) if reading else 0,
+                        idle_seconds=idle.get((claim.namespace, claim.name, dev.uuid), 0.0),
                     )
         gpus = [
             GpuReport(

@@ -11,7 +11,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from portal.agents import gpu_health
-from portal.status import charts, selectors
+from portal.status import charts, idle, selectors
 from portal.tenants.context import nav_context
 
 
@@ -35,6 +35,7 @@ def project_status(request: HttpRequest, project_id: int) -> HttpResponse:
         "gone_pods": [p for p in pods if p not in live],
         "node_seen": json.dumps(selectors.node_reports(project.pk)),
         "gpu_events": gpu_health.project_events(project.pk),
+        "idle_slices": idle.idle_slices(project.pk),
         "server_now": time.time(),
         "late_after": settings.AGENT_LATE_SECONDS,
         **nav_context(request, project),

@@ -1,14 +1,14 @@
 """The node agent's metrics side over real slices on one simulated GPU, as a process of its own.
 
-`python -m tests.helpers.slice_agent STATE PORT SECONDS NAME:PERCENT[:PROCS] ...` configures
-simgpu with one V100 (as `--simulate` does), writes each slice's config and region as the DRA
-plugin would (claim `metrics/<NAME>`, 8 GiB, PERCENT compute) into the agent's checkpoint, starts
-PROCS `burn` workloads per slice under the interception core (0: an allocated slice nothing
-runs on, which goes idle), and runs the agent's own collector, NVML reading, health monitor and
-/metrics server (`nodeagent.status.Collector`, `nodeagent.metrics`, `nodeagent.health`) every
-second, as `nodeagent.agent._loop` does, until SECONDS are over. The integration tier has no
-kubelet to prepare claims: this plays that part only. Needs `make -C nodeagent/native` (the
-core's test variant and `burn`).
+`python -m tests.helpers.slice_agent STATE PORT SECONDS NAME:PERCENT[:PROCS] ...` (PORT 0: no
+/metrics) configures simgpu with one V100 (as `--simulate` does), writes each slice's config
+and region as the DRA plugin would (claim `metrics/<NAME>`, 8 GiB, PERCENT compute) into the
+agent's checkpoint, starts PROCS `burn` workloads per slice under the interception core (0: an
+allocated slice nothing runs on, which goes idle), and runs the agent's own collector, NVML
+reading, health monitor and /metrics server (`nodeagent.status.Collector`, `nodeagent.metrics`,
+`nodeagent.health`) every second, as `nodeagent.agent._loop` does, until SECONDS are over. The
+integration tier has no kubelet to prepare claims: this plays that part only. Needs
+`make -C nodeagent/native` (the core's test variant and `burn`).
 """
 
 from __future__ import annotations
@@ -71,18 +71,20 @@ def main(state: Path, port: int, seconds: float, plans: list[str]) -> None:
             out = subprocess.DEVNULL
             procs.append(subprocess.Popen(argv, env=run_env, stdout=out, preexec_fn=_ahead))  # noqa: PLW1509
     collector = Collector(NODE, checkpoint, gpus, nvml_process_memory=discovery.process_memory)
-    served = metrics.serve(NODE, port)
+    served = metrics.serve(NODE, port) if port else None  # 0: metrics off (bench/'s baseline)
     health = HealthMonitor(gpus, kernel_log=Path(env["SIMGPU_STATE"] + ".kmsg"))
-    served.slices.health = health
+    if served is not None:
+        served.slices.health = health
     health.start()
     end = time.monotonic() + seconds
     try:
         while time.monotonic() < end:
             started = time.monotonic()
             collector.collect()
-            nvml = [(g.uuid, g.name, discovery.utilisation(g.uuid)) for g in gpus]
-            served.slices.update(collector.slices, nvml, collector.backstop_actions)
-            served.tick.observe(time.monotonic() - started)
+            if served is not None:
+                nvml = [(g.uuid, g.name, discovery.utilisation(g.uuid)) for g in gpus]
+                served.slices.update(collector.slices, nvml, collector.backstop_actions)
+                served.tick.observe(time.monotonic() - started)
             time.sleep(max(0.05, 1.0 - (time.monotonic() - started)))
     finally:
         health.stop()

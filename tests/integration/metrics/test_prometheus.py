@@ -31,7 +31,7 @@ from tests.integration.metrics.table import documented
 from tranche import pricing
 
 pytestmark = pytest.mark.django_db(transaction=True)
-MONITORING = REPO / "deploy" / "monitoring"
+MONITORING = REPO / "deploy" / "chart" / "tranche" / "monitoring"
 IDLE_WINDOW = 5  # seconds, instead of the shipped 6 h
 BUSY_WINDOW = "20s"
 V8 = "tranche-v100-8g"

@@ -24,7 +24,7 @@ from redis.exceptions import RedisError
 from portal.agents import services
 from portal.core.groups import FLEET_GROUP, project_group
 from portal.core.ratelimit import RateLimitedLog
-from portal.core.request_metrics import FRAMES, CountedSocket
+from portal.core.request_metrics import CountedSocket, count_frame
 from portal.core.sockets import DirectDispatch
 from tranche.agent_protocol import MessageRejectedError, StatusAck, parse_status
 
@@ -77,7 +77,7 @@ class AgentConsumer(CountedSocket, DirectDispatch, AsyncWebsocketConsumer):
             # Nothing of the message was stored (one transaction); the socket stays open, so a
             # bad row or a database hiccup never cuts the node's feed.
             log.error("agent message %s from node %s not stored: %s", seq, self.node, exc)
-            FRAMES.labels("unstored").inc()
+            count_frame("unstored")
             reason = (
                 f"the portal could not store this message ({type(exc).__name__}); nothing of it "
                 "was stored: resend its entries, and the portal's log has the cause"
@@ -93,10 +93,10 @@ class AgentConsumer(CountedSocket, DirectDispatch, AsyncWebsocketConsumer):
             self.rejections.warning(
                 f"node {self.node}", "agent message from node %s rejected: %s", self.node, exc
             )
-            FRAMES.labels("refused").inc()
+            count_frame("refused")
             await self.send(json.dumps({"error": str(exc), "seq": seq}))
             return
-        FRAMES.labels("accepted").inc()
+        count_frame("accepted")
         if recorded.refused:
             self.rejections.warning(
                 f"node {self.node} entries",

@@ -10,6 +10,7 @@ without it the process serves its own. Every family is in docs/metrics.md's tabl
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 
@@ -24,37 +25,50 @@ from prometheus_client import (
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 SOCKET_KINDS = ("agent", "project", "fleet")
-
-REQUESTS = Histogram(
-    "tranche_portal_request_duration_seconds",
-    "time the portal took to answer a request, by view (URL pattern name) and status class",
-    ["view", "code"],
-    buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0),
-    registry=REGISTRY,
-)
-SOCKETS = Gauge(
-    "tranche_portal_socket_connections",
-    "websockets open, by kind (agent, project live page, fleet console)",
-    ["kind"],
-    registry=REGISTRY,
-    multiprocess_mode="livesum",
-)
-FRAMES = Counter(
-    "tranche_portal_agent_frames",
-    "status messages from node agents, by result (accepted, refused, unstored)",
-    ["result"],
-    registry=REGISTRY,
-)
-
+FRAME_RESULTS = ("accepted", "refused", "unstored")
 disable_created_metrics()  # no `_created` series: nothing reads them (docs/metrics.md)
-for _kind in SOCKET_KINDS:
-    SOCKETS.labels(_kind)
-for _result in ("accepted", "refused", "unstored"):
-    FRAMES.labels(_result)
+
+
+@functools.cache
+def families() -> dict:
+    """The portal's families, made on first use in a portal process (middleware, consumers,
+    /metrics): in multiprocess mode a family made at import would be in every importing
+    process's files, the Celery worker's too (it imports portal modules)."""
+    requests = Histogram(
+        "tranche_portal_request_duration_seconds",
+        "time the portal took to answer a request, by view (URL pattern name) and status class",
+        ["view", "code"],
+        buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0),
+        registry=REGISTRY,
+    )
+    sockets = Gauge(
+        "tranche_portal_socket_connections",
+        "websockets open, by kind (agent, project live page, fleet console)",
+        ["kind"],
+        registry=REGISTRY,
+        multiprocess_mode="livesum",
+    )
+    frames = Counter(
+        "tranche_portal_agent_frames",
+        "status messages from node agents, by result (accepted, refused, unstored)",
+        ["result"],
+        registry=REGISTRY,
+    )
+    for kind in SOCKET_KINDS:
+        sockets.labels(kind)
+    for result in FRAME_RESULTS:
+        frames.labels(result)
+    return {"requests": requests, "sockets": sockets, "frames": frames}
+
+
+def count_frame(result: str) -> None:
+    """One agent status message, `accepted`, `refused` or `unstored`."""
+    families()["frames"].labels(result).inc()
 
 
 def render() -> bytes:
     """This process's samples, or every portal process's under PROMETHEUS_MULTIPROC_DIR."""
+    families()
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         from prometheus_client import multiprocess
 
@@ -69,13 +83,14 @@ class RequestMetricsMiddleware:
 
     def __init__(self, get_response) -> None:
         self.get_response = get_response
+        self.requests = families()["requests"]
 
     def __call__(self, request):
         started = time.perf_counter()
         response = self.get_response(request)
         match = getattr(request, "resolver_match", None)
         view = (match.view_name or "unnamed") if match else "unmatched"
-        REQUESTS.labels(view, f"{response.status_code // 100}xx").observe(
+        self.requests.labels(view, f"{response.status_code // 100}xx").observe(
             time.perf_counter() - started
         )
         return response
@@ -91,10 +106,10 @@ class CountedSocket:
         await super().accept(*args, **kwargs)
         if not self._counted:
             self._counted = True
-            SOCKETS.labels(self.socket_kind).inc()
+            families()["sockets"].labels(self.socket_kind).inc()
 
     async def websocket_disconnect(self, message) -> None:
         if self._counted:
             self._counted = False
-            SOCKETS.labels(self.socket_kind).dec()
+            families()["sockets"].labels(self.socket_kind).dec()
         await super().websocket_disconnect(message)

@@ -69,14 +69,22 @@ def _day_prices(project_ids: set[int], now: datetime) -> dict[tuple, tuple[Decim
     return out
 
 
-def idle_slices(project_id: int | None = None, now: datetime | None = None) -> list[IdleSlice]:
-    """Idle slices of one project (None: every project, for support), longest idle first."""
+def idle_slices(
+    project_id: int | None = None, now: datetime | None = None, statuses: list | None = None
+) -> list[IdleSlice]:
+    """Idle slices of one project (None: every project, for support), longest idle first.
+    `statuses`: the project's PodSliceStatus rows when the caller read them already (the live
+    page): no query then unless one is idle (its price)."""
     now = now or timezone.now()
-    rows = PodSliceStatus.objects.filter(idle_seconds__gte=settings.IDLE_SLICE_SECONDS)
-    if project_id is not None:
-        rows = rows.filter(project_id=project_id)
-    rows = list(rows.order_by("-idle_seconds", "namespace", "pod_name"))
-    prices = _day_prices({r.project_id for r in rows}, now)
+    window = settings.IDLE_SLICE_SECONDS
+    if statuses is None:
+        found = PodSliceStatus.objects.filter(idle_seconds__gte=window)
+        if project_id is not None:
+            found = found.filter(project_id=project_id)
+        statuses = list(found)
+    rows = sorted((r for r in statuses if r.idle_seconds >= window),
+                  key=lambda r: (-r.idle_seconds, r.namespace, r.pod_name))  # fmt: skip
+    prices = _day_prices({r.project_id for r in rows}, now) if rows else {}
     out = []
     for r in rows:
         key = (r.project_id, r.memory_limit_bytes // MIB, r.compute_target_percent)

@@ -5,6 +5,8 @@ diffed against the table (name, type, labels, which process). The real-Prometheu
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from django.conf import settings
 from prometheus_client import generate_latest
@@ -71,3 +73,42 @@ def test_the_docs_table_is_what_every_process_serves(client, world):
     assert set(doc) - set(got) == set(), "in docs/metrics.md's table but not served"
     for name, row in doc.items():
         assert got[name] == row, f"{name}: docs say {row}, served {got[name]}"
+
+
+def test_portal_processes_sum_their_samples_under_prometheus_multiproc_dir(tmp_path):
+    """Several portal processes (issue #35) share PROMETHEUS_MULTIPROC_DIR: each one's frames
+    and open sockets are summed by whichever process answers /metrics."""
+    import subprocess
+    import sys
+
+    from tests.helpers.portal import REPO
+
+    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path), "PYTHONPATH": str(REPO),
+           "DJANGO_SETTINGS_MODULE": "tests.settings"}  # fmt: skip
+    one = (
+        "import os; from portal.core import request_metrics as m; m.count_frame('accepted'); "
+        "m.families()['sockets'].labels('project').inc(); print(os.getpid())"
+    )
+    pids = [  # two portal processes, one after the other (their files stay)
+        int(subprocess.run([sys.executable, "-c", one], env=env, check=True, timeout=60,
+                           capture_output=True, text=True).stdout)
+        for _ in range(2)
+    ]  # fmt: skip
+    show = "from portal.core import request_metrics as m; print(m.render().decode())"
+
+    def render() -> str:
+        return subprocess.run([sys.executable, "-c", show], env=env, check=True, timeout=60,
+                              capture_output=True, text=True).stdout  # fmt: skip
+
+    text = render()
+    assert 'tranche_portal_agent_frames_total{result="accepted"} 2.0' in text
+    assert 'tranche_portal_socket_connections{kind="project"} 2.0' in text
+    # Whatever starts portal processes marks an exited one dead: its sockets stop counting
+    # (livesum), its counted frames stay.
+    from prometheus_client import multiprocess
+
+    for pid in pids:
+        multiprocess.mark_process_dead(pid, str(tmp_path))
+    text = render()
+    assert 'tranche_portal_agent_frames_total{result="accepted"} 2.0' in text
+    assert 'tranche_portal_socket_connections{kind="project"} 2.0' not in text

@@ -11,11 +11,13 @@ next resync reconciles every project.
 from __future__ import annotations
 
 import logging
+import time
 
 from celery import shared_task
+from celery.signals import worker_ready
 from django.db import InterfaceError, OperationalError
 
-from controller import gpu_maintenance, metering, reconcile, retire
+from controller import gpu_maintenance, metering, metrics, reconcile, retire
 from controller.apply import Applier, TransientApiError, shared_api_client
 
 log = logging.getLogger(__name__)
@@ -37,11 +39,20 @@ def reconcile_project(project_id: int) -> dict:
     A project deleted after the message was sent has nothing left to reconcile: logged, done."""
     from portal.tenants.models import Project
 
+    began = time.monotonic()
     try:
         result = reconcile.reconcile_project(int(project_id))
     except Project.DoesNotExist:
+        metrics.observe_reconcile("gone", time.monotonic() - began)
         log.info("project %s no longer exists: nothing to reconcile", project_id)
         return {"project": project_id, "writes": 0, "orders": 0, "gone": True}
+    except TRANSIENT:
+        metrics.observe_reconcile("retried", time.monotonic() - began)
+        raise
+    except Exception:
+        metrics.observe_reconcile("failed", time.monotonic() - began)
+        raise
+    metrics.observe_reconcile("applied", time.monotonic() - began)
     return {
         "project": project_id,
         "writes": result.writes,
@@ -60,9 +71,12 @@ def resync_all() -> dict:
 def resync(applier: Applier) -> dict:
     """What the periodic resync does, through `applier` (which counts its calls): every project
     against the cluster, then the metering ledger against the cluster's claims."""
+    began = time.monotonic()
     results = reconcile.resync_all(applier)
     ledger = metering.resync_ledger(applier)
-    return {"projects": len(results), "writes": sum(r.writes for r in results), "ledger": ledger}
+    writes = sum(r.writes for r in results)
+    metrics.observe_resync(time.monotonic() - began, writes)
+    return {"projects": len(results), "writes": writes, "ledger": ledger}
 
 
 @shared_task(name="controller.retire_namespace", **RETRY)
@@ -75,3 +89,16 @@ def retire_namespace(namespace: str) -> dict:
 def sync_gpu_maintenance() -> dict:
     """Support marked a GPU out for maintenance or back in service: its DeviceTaintRule."""
     return {"changes": gpu_maintenance.sync_gpu_maintenance(Applier(shared_api_client()))}
+
+
+@worker_ready.connect
+def _serve_metrics(sender=None, **kwargs) -> None:
+    """The worker's parent serves the controller's /metrics (controller/metrics.py); the
+    pre-flight worker, which imports these tasks too, is started with the port set to 0."""
+    from django.conf import settings
+
+    metrics.serve(
+        "TRANCHE_CONTROLLER_METRICS_PORT",
+        metrics.WORKER_PORT,
+        queue=(settings.CELERY_BROKER_URL, settings.CELERY_TASK_DEFAULT_QUEUE),
+    )

@@ -18,6 +18,8 @@ from pathlib import Path
 from nodeagent.agent import CORE_LIB, PUBLISH_EVERY, Options, run
 from nodeagent.compute_watch import DEFAULT_TOLERANCE_POINTS, DEFAULT_WINDOW_S
 
+METRICS_PORT = 9400  # the agent's /metrics, on by default (docs/metrics.md)
+
 
 @dataclass(frozen=True)
 class FleetOptions:
@@ -76,7 +78,14 @@ def parse(argv: list[str] | None = None) -> Options | FleetOptions:
     )
     r.add_argument("--sim-gpus", type=int, default=4)
     r.add_argument("--sim-model", default="Tesla V100-PCIE-32GB")
-    r.add_argument("--metrics-port", type=int, default=0, help="0: no /metrics endpoint")
+    r.add_argument(
+        "--metrics-port",
+        type=int,
+        default=METRICS_PORT,
+        help=f"/metrics port (default {METRICS_PORT}, on by default; 0: none)",
+    )
+    r.add_argument("--metrics-addr", default="127.0.0.1",
+                   help="address /metrics listens on (the chart: 0.0.0.0)")  # fmt: skip
     r.add_argument("--interval", type=float, default=1.0, help="status period in seconds")
     r.add_argument("--no-backstop", dest="backstop", action="store_false",
                    help="report, but do not stop, processes over their cap or on a GPU "
@@ -111,6 +120,7 @@ def parse(argv: list[str] | None = None) -> Options | FleetOptions:
         sim_gpus=a.sim_gpus,
         sim_model=a.sim_model,
         metrics_port=a.metrics_port,
+        metrics_addr=a.metrics_addr,
         interval=a.interval,
         backstop=a.backstop,
         tolerance_mib=a.tolerance_mib,

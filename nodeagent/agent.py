@@ -52,6 +52,7 @@ class Options:
     # this window above its share by more than the tolerance stops its busiest process.
     compute_window_s: float = DEFAULT_WINDOW_S
     compute_tolerance_points: float = DEFAULT_TOLERANCE_POINTS
+    metrics_addr: str = "127.0.0.1"
 
 
 def api_client(kubeconfig: Path | None):
@@ -152,10 +153,25 @@ def _health_findings(opts: Options, health, checkpoint, collector) -> None:
             collector.report(kind, ns, subject, detail, **extra)
 
 
+def _serve_metrics(opts: Options, health):
+    """The agent's /metrics (docs/metrics.md), or None when off or its port is taken: the
+    agent's work matters more than its /metrics."""
+    from nodeagent import metrics
+
+    if not opts.metrics_port:
+        return None
+    try:
+        gauges = metrics.serve(opts.node, opts.metrics_port, opts.metrics_addr)
+    except OSError as exc:
+        log.error("no /metrics on %s:%d: %s", opts.metrics_addr, opts.metrics_port, exc)
+        return None
+    gauges.slices.health = health
+    return gauges
+
+
 async def _loop(opts: Options, gpus, publisher, collector, *, health, checkpoint) -> None:
     """Tick at `interval` until SIGTERM/SIGINT; blocking work runs in the default executor. A
     health change wakes the loop at once: the pool is republished with the GPU's taint."""
-    from nodeagent import metrics
     from nodeagent.slices import device_taint
     from nodeagent.stream import StatusStream
 
@@ -174,9 +190,7 @@ async def _loop(opts: Options, gpus, publisher, collector, *, health, checkpoint
         stream = StatusStream(opts.portal, opts.node, token)
         stream.on_in_service = health.mark_in_service
         tasks.append(asyncio.create_task(stream.run(stop)))
-    gauges = metrics.serve(opts.node, opts.metrics_port) if opts.metrics_port else None
-    if gauges is not None:
-        gauges.health = health
+    gauges = _serve_metrics(opts, health)
     last_publish = 0.0
     try:
         while not stop.is_set():
@@ -197,7 +211,9 @@ async def _loop(opts: Options, gpus, publisher, collector, *, health, checkpoint
             if stream is not None:
                 stream.offer(gpu_status, pods, collector.take_findings())
             if gauges is not None:
-                gauges.update(list(pods.values()))
+                nvml = await loop.run_in_executor(None, _utilisation, gpus)
+                gauges.slices.update(collector.slices, nvml, collector.backstop_actions)
+                gauges.tick.observe(time.monotonic() - started)
             wait = max(0.05, opts.interval - (time.monotonic() - started))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(_either(stop, wake), timeout=wait)
@@ -205,6 +221,13 @@ async def _loop(opts: Options, gpus, publisher, collector, *, health, checkpoint
         stop.set()
         for t in tasks:
             await asyncio.gather(t, return_exceptions=True)
+
+
+def _utilisation(gpus) -> list[tuple[str, str, int | None]]:
+    """(uuid, model, NVML utilisation percent) of every GPU, for /metrics."""
+    from nodeagent import discovery
+
+    return [(g.uuid, g.name, discovery.utilisation(g.uuid)) for g in gpus]
 
 
 async def _either(a: asyncio.Event, b: asyncio.Event) -> None:

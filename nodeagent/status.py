@@ -27,6 +27,7 @@ from nodeagent import owners, region
 from nodeagent.checkpoint import Checkpoint, PreparedClaim
 from nodeagent.compute_watch import ComputeWatch
 from nodeagent.discovery import GpuInfo
+from nodeagent.slice_usage import IdleTracker, SliceUsage
 from tranche.agent_protocol import Finding, GpuReport, PodReport
 
 log = logging.getLogger(__name__)
@@ -55,6 +56,11 @@ class Collector:
     _findings: deque = field(default_factory=lambda: deque(maxlen=FINDINGS_KEPT))
     # (claim uid, GPU) disagreeing at the last check: reported once while it lasts, not per tick
     _disagreeing: set = field(default_factory=set)
+    # Backstop actions since start, by reason ("over-cap", "no-claim"): the metrics' counter
+    backstop_actions: dict = field(default_factory=dict)
+    # What the last collect() saw per slice, for /metrics (nodeagent/slice_usage.py)
+    slices: list = field(default_factory=list)
+    _idle: IdleTracker = field(default_factory=IdleTracker)
 
     def take_findings(self) -> list[Finding]:
         """The findings since the last call, oldest first (the next status message sends them)."""
@@ -158,7 +164,9 @@ class Collector:
                 disagreeing.add((claim.uid, gpu.uuid))
                 if (claim.uid, gpu.uuid) not in self._disagreeing:
                     self._disagree(claim, gpu.uuid, sum(pids.values()), readings[claim.uid])
-                self._stop(worst, claim.namespace, _pod_of(claim), f"claim {claim.name}")
+                self._stop(
+                    worst, claim.namespace, _pod_of(claim), f"claim {claim.name}", "over-cap"
+                )
         return findings
 
     def _check_compute(self, gpu, on_gpu, owner) -> list[str]:
@@ -183,7 +191,7 @@ class Collector:
                    f"{self.compute.window_s:g} s, its share {share} % "
                    f"(tolerance {self.compute.tolerance_points:g} points)")  # fmt: skip
             findings.append(f"{why}; offending pid {pid}")
-            self._stop(pid, claim.namespace, _pod_of(claim), why)
+            self._stop(pid, claim.namespace, _pod_of(claim), why, "over-share")
         return findings
 
     def _unclaimed(self, pod: str, pid: int, used: int, uuid: str) -> list[str]:
@@ -196,7 +204,7 @@ class Collector:
         finding = f"pod {pod} uses {used} B on {uuid} without a claim on it; offending pid {pid}"
         if tenant is None:
             return [f"{finding}; whose pod it is is unknown now, not stopped"]
-        self._stop(pid, "", pod, f"no claim on {uuid} ({used // MIB} MiB)")
+        self._stop(pid, "", pod, f"no claim on {uuid} ({used // MIB} MiB)", "no-claim")
         return [finding]
 
     def _disagree(
@@ -211,10 +219,11 @@ class Collector:
             f"tolerance {self.tolerance_bytes // MIB} MiB)",
         )  # fmt: skip
 
-    def _stop(self, pid: int, namespace: str, pod: str, why: str) -> None:
+    def _stop(self, pid: int, namespace: str, pod: str, why: str, reason: str) -> None:
         if self.kill_offenders:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+                self.backstop_actions[reason] = self.backstop_actions.get(reason, 0) + 1
                 self.report("backstop-stopped", namespace, pod, f"stopped pid {pid}: {why}")
 
     def collect(self) -> tuple[list[GpuReport], dict[tuple[str, str], PodReport]]:
@@ -225,6 +234,8 @@ class Collector:
         claims = self.checkpoint.all()
         readings = {c.uid: self._read(c) for c in claims}
         self.cross_check(readings)
+        self.slices = self._slice_usage(now, claims, readings)
+        idle = {(s.namespace, s.claim, s.gpu_uuid): s.idle_seconds for s in self.slices}
         for claim in claims:
             reading = readings[claim.uid]
             by_uuid = {d.uuid: d for d in reading.devices} if reading else {}
@@ -251,6 +262,7 @@ class Collector:
                         compute_used_percent=round(max(0.0, share), 2),
                         throttled_seconds=round((usage.throttled_ns if usage else 0) / 1e9, 3),
                         processes=len(reading.live_slots) if reading else 0,
+                        idle_seconds=idle.get((claim.namespace, claim.name, dev.uuid), 0.0),
                     )
         gpus = [
             GpuReport(
@@ -263,6 +275,38 @@ class Collector:
             for g in self.gpus
         ]
         return gpus, pods
+
+    def _slice_usage(self, now: float, claims, readings) -> list[SliceUsage]:
+        models = {g.uuid: g.name for g in self.gpus}
+        usages = {}
+        for claim in claims:
+            reading = readings[claim.uid]
+            by_uuid = {d.uuid: d for d in reading.devices} if reading else {}
+            for dev in claim.devices:
+                usages[f"{claim.uid}/{dev.uuid}"] = (claim, dev, reading, by_uuid.get(dev.uuid))
+        seen = self._idle.observe(
+            now, {k: u.compute_used_ns if u else 0 for k, (_c, _d, _r, u) in usages.items()}
+        )
+        out = []
+        for key, (claim, dev, reading, usage) in usages.items():
+            ratio, idle = seen[key]
+            out.append(
+                SliceUsage(
+                    namespace=claim.namespace, pod=_pod_of(claim), claim=claim.name,
+                    gpu_uuid=dev.uuid, gpu_model=models.get(dev.uuid, ""),
+                    memory_used_bytes=usage.memory_used if usage else 0,
+                    memory_limit_bytes=dev.memory_bytes,
+                    compute_target_ratio=dev.compute_percent / 100,
+                    compute_used_ratio=round(ratio, 4),
+                    rejected_allocations=usage.rejected_allocations if usage else 0,
+                    throttled_seconds=(usage.throttled_ns if usage else 0) / 1e9,
+                    busy_seconds=(usage.compute_used_ns if usage else 0) / 1e9,
+                    contexts=len(reading.live_slots) if reading else 0,
+                    slots_in_use=len(reading.slots) if reading else 0,
+                    idle_seconds=round(idle, 1),
+                )
+            )  # fmt: skip
+        return out
 
 
 def _pod_of(claim: PreparedClaim) -> str:

@@ -68,6 +68,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # Outermost: every answer is timed by its view's name (/metrics, docs/metrics.md).
+    "portal.core.request_metrics.RequestMetricsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -260,6 +262,9 @@ METRICS_TOKEN = env_str("TRANCHE_METRICS_TOKEN", "")
 # two missed reports (plus one period of slack for scheduling): its rows on the live page are
 # marked stale and the support console names it (portal/status/fleet.py).
 AGENT_REPORT_SECONDS = env_float("TRANCHE_AGENT_REPORT_SECONDS", 1.0, minimum=0.1)
+# A slice under 1 % kernel-busy this long is idle: the live page and the support console say
+# what it costs (portal/status/idle.py); the TrancheSliceIdle alert uses the same window.
+IDLE_SLICE_SECONDS = env_int("TRANCHE_IDLE_SLICE_SECONDS", 6 * 3600, minimum=1)
 AGENT_LATE_SECONDS = env_float(
     "TRANCHE_AGENT_LATE_SECONDS", 3 * AGENT_REPORT_SECONDS, minimum=AGENT_REPORT_SECONDS
 )

@@ -129,6 +129,10 @@ class PodReport(TypedDict):
     compute_used_percent: Annotated[float, Number()]
     throttled_seconds: Annotated[float, Number()]
     processes: Annotated[int, Whole(INT32_MAX)]
+    # How long the slice has run under 1 % kernel-busy (nodeagent/slice_usage.py); the live page
+    # and the support console call it idle past TRANCHE_IDLE_SLICE_SECONDS. Agents before it
+    # leave it out (stored as 0: not idle).
+    idle_seconds: NotRequired[Annotated[float, Number()]]
 
 
 class RemovedPod(TypedDict):

@@ -27,6 +27,7 @@ def main() -> None:
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     django.setup()
+    from controller import metrics
     from controller.apply import kube_api_client
     from controller.leader import LeaseElector, lost_leadership
     from controller.watch.stream import RESOURCES
@@ -41,6 +42,7 @@ def main() -> None:
         if not elector.acquire():
             return
         elector.keep(lost_leadership)
+    metrics.serve("TRANCHE_WATCHER_METRICS_PORT", metrics.WATCHER_PORT)
     watcher = Watcher(api)
     logging.getLogger("controller.watch").info("watching %s", ", ".join(RESOURCES))
     watcher.start()

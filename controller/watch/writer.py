@@ -20,6 +20,7 @@ import time
 
 from django.db import connections
 
+from controller import metrics
 from controller.watch.state import ClusterState, pod_states
 from controller.watch_hints import cancel_waits_for_release
 from portal.agents.bindings import write_pod_states
@@ -86,8 +87,11 @@ class UsageWriter:
             for ns in self.state.take_released() & set(projects):
                 cancel_waits_for_release(projects[ns])  # a cancel waiting for it ends now
             heartbeats.beat(heartbeats.WATCHER, self.process_name)
+            taken = self.state.taken_at
+            metrics.observe_flush(True, time.monotonic() - taken if dirty and taken else None)
             return written
         except Exception:
+            metrics.observe_flush(False, None)
             self.state.mark_dirty(left)
             connections.close_all()
             raise

@@ -23,8 +23,6 @@ dpkg -s libpango-1.0-0 >/dev/null 2>&1 || need+=(libpango-1.0-0 libpangoft2-1.0-
 # mmdebstrap for the images' root filesystem.
 command -v pdftoppm >/dev/null 2>&1 || need+=(poppler-utils)
 command -v mmdebstrap >/dev/null 2>&1 || need+=(mmdebstrap)
-# promtool (Debian's prometheus package) unit-tests the alert rules in deploy/monitoring.
-command -v promtool >/dev/null 2>&1 || need+=(prometheus)
 # The dev cluster's real nodes: Debian's runc under containerd, and the bridge, host-local and
 # loopback CNI plugins (/usr/lib/cni); `ip` deletes a stopped node's bridge.
 command -v runc >/dev/null 2>&1 || need+=(runc)
@@ -34,6 +32,8 @@ command -v ip >/dev/null 2>&1 || need+=(iproute2)
 dpkg -s libc6-dev >/dev/null 2>&1 || need+=(libc6-dev)
 # kubelet-lite runs simulated pod workloads in a private mount namespace (unshare).
 command -v unshare >/dev/null 2>&1 || need+=(util-linux)
+# The metrics tier runs Debian's Prometheus on loopback; promtool checks and unit-tests the rules.
+command -v promtool >/dev/null 2>&1 || need+=(prometheus)
 if [ ${#need[@]} -gt 0 ]; then
   echo "bootstrap: installing Debian packages: ${need[*]}"
   if [ "$(id -u)" -ne 0 ]; then

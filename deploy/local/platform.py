@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -77,12 +78,55 @@ POOL_SIZES = {"portal": 20, "worker": 2, "beat": 2, "watcher": 2, "preflight": 2
 POOL_WAITS = {"portal": 1.0, "worker": 10.0, "beat": 10.0, "watcher": 10.0, "preflight": 10.0}
 
 
+def metrics_ports() -> dict[str, int]:
+    """The controller's /metrics ports (controller/metrics.py): the worker's and the watcher's,
+    7 and 8 above the portal's port unless TRANCHE_CONTROLLER_METRICS_PORT /
+    TRANCHE_WATCHER_METRICS_PORT say otherwise (each worktree's stack its own)."""
+    env = os.environ
+    return {
+        "worker": int(env.get("TRANCHE_CONTROLLER_METRICS_PORT") or _port() + 7),
+        "watcher": int(env.get("TRANCHE_WATCHER_METRICS_PORT") or _port() + 8),
+    }
+
+
 def role_env(name: str) -> dict[str, str]:
     """The environment one supervised process gets on top of the platform's."""
-    return {
+    env = {
         "TRANCHE_DB_POOL_MAX_SIZE": str(POOL_SIZES[name]),
         "TRANCHE_DB_POOL_TIMEOUT": str(POOL_WAITS[name]),
     }
+    ports = metrics_ports()
+    if name == "worker":  # prefork: the children's samples meet in one folder (multiprocess)
+        env["TRANCHE_CONTROLLER_METRICS_PORT"] = str(ports["worker"])
+        env["PROMETHEUS_MULTIPROC_DIR"] = str(services.layout().state / "metrics" / "worker")
+    elif name == "preflight":  # imports the controller's tasks too, serves no metrics
+        env["TRANCHE_CONTROLLER_METRICS_PORT"] = "0"
+    elif name == "watcher":
+        env["TRANCHE_WATCHER_METRICS_PORT"] = str(ports["watcher"])
+    return env
+
+
+def _fresh_metrics_dir(state: Path, running: dict) -> None:
+    """The worker's multiprocess folder, emptied when the worker is not running (samples of
+    earlier runs' processes would be summed into this one's)."""
+    folder = state / "metrics" / "worker"
+    if "worker" not in running and folder.exists():
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+
+
+def metrics_lines(url: str, agent_argv: dict[str, list[str]]) -> list[str]:
+    """What `make run` prints: where each process serves /metrics (docs/metrics.md)."""
+    ports = metrics_ports()
+    lines = [
+        f"Metrics: portal {url}/metrics, controller worker http://127.0.0.1:{ports['worker']}"
+        f"/metrics, watcher http://127.0.0.1:{ports['watcher']}/metrics"
+    ]
+    for name, argv in agent_argv.items():
+        if "--metrics-port" in argv and argv[argv.index("--metrics-port") + 1] != "0":
+            port = argv[argv.index("--metrics-port") + 1]
+            lines.append(f"Metrics: {name} http://127.0.0.1:{port}/metrics")
+    return lines
 
 
 WORKER_CONCURRENCY = 2
@@ -213,6 +257,7 @@ def run() -> None:
     state = services.layout().state
     spec_path, status_path, pidfile = _paths()
     running = supervisor.read_status(status_path) if supervisor.read_pid(pidfile) else {}
+    _fresh_metrics_dir(state, running)
     spec = {name: {"argv": argv, "env": role_env(name)} for name, argv in processes().items()}
     spec["samples"] = {"argv": samples_argv(state), "env": {}}
     demo = agents.commands(state, _env(), _port(), skip=set(running), real_nodes=True)
@@ -235,6 +280,9 @@ def run() -> None:
     print(f"\nTranche portal: {url}/   (readiness: {url}/readyz, admin: {url}/admin/)")
     print(f"Tenants' kubeconfig: {url}/access/   (log in as a tenant, 'Download kubeconfig')")
     for line in _real_nodes():
+        print(line)
+    agent_argv = {n: spec[n]["argv"] for n in spec if n.startswith("agent")}
+    for line in metrics_lines(url, agent_argv):
         print(line)
     print("Stop everything with: make stop")
 

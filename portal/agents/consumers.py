@@ -25,6 +25,7 @@ from redis.exceptions import RedisError
 from portal.agents import gpu_service, services
 from portal.core.groups import FLEET_GROUP, project_group
 from portal.core.ratelimit import RateLimitedLog
+from portal.core.request_metrics import CountedSocket, count_frame
 from portal.core.sockets import DirectDispatch
 from tranche.agent_protocol import InService, MessageRejectedError, StatusAck, parse_status
 
@@ -45,8 +46,9 @@ def _record(node: str, msg) -> tuple[services.Recorded, list[InService]]:
     return services.record_status(node, msg), gpu_service.in_service_for(node)
 
 
-class AgentConsumer(DirectDispatch, AsyncWebsocketConsumer):
+class AgentConsumer(CountedSocket, DirectDispatch, AsyncWebsocketConsumer):
     node: str = ""
+    socket_kind = "agent"
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -82,6 +84,7 @@ class AgentConsumer(DirectDispatch, AsyncWebsocketConsumer):
             # Nothing of the message was stored (one transaction); the socket stays open, so a
             # bad row or a database hiccup never cuts the node's feed.
             log.error("agent message %s from node %s not stored: %s", seq, self.node, exc)
+            count_frame("unstored")
             reason = (
                 f"the portal could not store this message ({type(exc).__name__}); nothing of it "
                 "was stored: resend its entries, and the portal's log has the cause"
@@ -97,8 +100,10 @@ class AgentConsumer(DirectDispatch, AsyncWebsocketConsumer):
             self.rejections.warning(
                 f"node {self.node}", "agent message from node %s rejected: %s", self.node, exc
             )
+            count_frame("refused")
             await self.send(json.dumps({"error": str(exc), "seq": seq}))
             return
+        count_frame("accepted")
         if recorded.refused:
             self.rejections.warning(
                 f"node {self.node} entries",

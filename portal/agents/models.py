@@ -58,6 +58,9 @@ class PodSliceStatus(models.Model):
     compute_used_percent = models.FloatField()
     throttled_seconds = models.FloatField()
     processes = models.PositiveIntegerField(default=0)
+    # Seconds the slice has been under 1 % kernel-busy (the agent's count): the live page's and
+    # the support console's idle finding (portal/status/idle.py) past IDLE_SLICE_SECONDS.
+    idle_seconds = models.FloatField(default=0)
     reported_at = models.DateTimeField(help_text="agent clock")
     updated_at = models.DateTimeField(auto_now=True)
 

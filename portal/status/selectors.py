@@ -63,10 +63,12 @@ def can_watch(user_id: int | None, project_id: int) -> bool:
     return user is not None and watchable_projects(user).filter(pk=project_id).exists()
 
 
-def pod_rows(project_id: int) -> list[PodRow]:
+def pod_rows(project_id: int, statuses: list | None = None) -> list[PodRow]:
     """Every pod of a project the caller was already allowed to watch (`get_watched_project`
-    or `can_watch`)."""
-    return [pod_row(s) for s in project_pod_statuses(project_id)]
+    or `can_watch`); `statuses`: its `project_pod_statuses` rows when read already."""
+    return [
+        pod_row(s) for s in (project_pod_statuses(project_id) if statuses is None else statuses)
+    ]
 
 
 def live_pod_row(project_id: int, namespace: str, pod_name: str) -> PodRow | None:

@@ -82,6 +82,7 @@ class Stack:
     state: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="tranche-scale-")))
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
     port: int = 0
+    ingest_port: int = 0  # the node agents' process group (portal/serve.py --role ingest)
     queue: str = ""
     cluster_settings: object = None
     services_started: bool = False
@@ -107,6 +108,10 @@ class Stack:
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def ingest_url(self) -> str:
+        return f"http://127.0.0.1:{self.ingest_port}"
 
     # -- lifecycle -------------------------------------------------------------------------
     def start_cluster(self) -> None:
@@ -150,10 +155,13 @@ class Stack:
 
         self.configure()
         argvs = processes()
-        argvs["portal"][argvs["portal"].index("-p") + 1] = str(self.port)
+        argvs["portal"][argvs["portal"].index("--port") + 1] = str(self.port)
+        self.ingest_port = self.ingest_port or free_port()
+        argvs["ingest"][argvs["ingest"].index("--port") + 1] = str(self.ingest_port)
         argvs["beat"][argvs["beat"].index("-s") + 1] = str(self.state / "celerybeat-schedule")
         for name, argv in argvs.items():
             self.spawn(name, argv, {"TRANCHE_DB_POOL_MAX_SIZE": str(POOL_SIZES[name])})
+        # Production figures (issue #35): TRANCHE_DEBUG unset, as the chart runs it.
         self.wait_portal()
 
     def spawn(self, name: str, argv: list[str], extra: dict[str, str] | None = None):

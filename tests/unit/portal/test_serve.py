@@ -44,6 +44,7 @@ def test_the_prometheus_folder_is_emptied_before_the_processes_start(tmp_path, m
     (folder / "counter_123.db").write_bytes(b"a dead process's counts")
     monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(folder))
     assert serve.reset_multiproc_dir() == folder
-    assert folder.is_dir() and not list(folder.iterdir())
+    assert folder.is_dir()
+    assert not list(folder.iterdir())
     monkeypatch.delenv("PROMETHEUS_MULTIPROC_DIR")
     assert serve.reset_multiproc_dir() is None

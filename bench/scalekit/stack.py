@@ -83,17 +83,25 @@ class Stack:
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
     port: int = 0
     ingest_port: int = 0  # the node agents' process group (portal/serve.py --role ingest)
+    secret_key: str = field(default_factory=lambda: secrets.token_urlsafe(48))
     queue: str = ""
     cluster_settings: object = None
     services_started: bool = False
 
     # -- environment -----------------------------------------------------------------------
     def env(self) -> dict[str, str]:
+        """Production settings, as the chart runs the platform (bench/scalekit/production.py);
+        TRANCHE_BENCH_DEBUG=1 runs it in development mode instead."""
+        from bench.scalekit.production import production_env
+
+        base = dict(os.environ)
+        if os.environ.get("TRANCHE_BENCH_DEBUG") != "1":
+            base = production_env(base)
+            base["TRANCHE_SECRET_KEY"] = self.secret_key
         return {
-            **os.environ,
+            **base,
             "PYTHONPATH": str(ROOT),
             "DJANGO_SETTINGS_MODULE": "portal.settings",
-            "TRANCHE_DEBUG": os.environ.get("TRANCHE_DEBUG", "1"),
             "TRANCHE_DB_NAME": self.db_name,
             "TRANCHE_CELERY_QUEUE": self.queue,
             "TRANCHE_CHANNELS_PREFIX": self.queue,
@@ -154,6 +162,10 @@ class Stack:
         from deploy.local.platform import POOL_SIZES, processes
 
         self.configure()
+        if os.environ.get("TRANCHE_BENCH_DEBUG") != "1":
+            from bench.scalekit.production import collect_static
+
+            collect_static(self.env())
         argvs = processes()
         argvs["portal"][argvs["portal"].index("--port") + 1] = str(self.port)
         self.ingest_port = self.ingest_port or free_port()

@@ -66,9 +66,10 @@ def test_every_writer_of_the_quota_figures_shows_on_the_next_view(world, client_
     assert _cells(_row(_page(client, project), product)) != _cells(after_usage)
 
     sub = Subscription.objects.get(project=project, product=product)
+    held = "Your pods still hold the slices being removed."
     set_subscription_condition(sub.pk, type="Ready", status="False", reason="Waiting",
-                               message="Your pods still hold the slices being removed.")  # fmt: skip
-    assert "Your pods still hold the slices being removed." in _page(client, project)
+                               message=held)  # fmt: skip
+    assert held in _page(client, project)
 
     record_project_resources(project_id=project.pk, cpu_used_millicores=7500,
                              memory_used_mib=1024)  # fmt: skip

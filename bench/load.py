@@ -109,7 +109,7 @@ def start_portal(port: int, log: Path, tree: Path = ROOT) -> subprocess.Popen:
            "TRANCHE_STATE_DIR": state}  # fmt: skip
     ingest = None
     if tree == ROOT:
-        env = {**production.production_env(env), "TRANCHE_DB_POOL_MAX_SIZE": "8"}
+        env = production.production_env(env)  # make run's pool per process: PORTAL_POOL
         production.collect_static(env)
         argv = production.portal_argv(port)
         ingest_port = free_port()

@@ -92,7 +92,10 @@ def start(label: str, tree: Path, port: int, log: Path) -> subprocess.Popen:
         argv = [str(Path(sys.executable).parent / "daphne"), "-b", "127.0.0.1", "-p", str(port),
                 "portal.asgi:application"]  # fmt: skip
     else:
-        env = {**production.production_env(base), "TRANCHE_DB_POOL_MAX_SIZE": "8"}
+        from deploy.local.platform import POOL_SIZES
+
+        pool = str(POOL_SIZES["portal"])  # per process, as make run gives it
+        env = {**production.production_env(base), "TRANCHE_DB_POOL_MAX_SIZE": pool}
         argv = production.portal_argv(port)
     proc = subprocess.Popen(argv, cwd=tree, env=env, stdout=log.open("ab"),
                             stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip

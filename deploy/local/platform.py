@@ -72,9 +72,11 @@ def sample_registry_env(env: dict[str, str]) -> dict[str, str]:
 # portal/settings.py). Worker: per prefork child and the parent, so 3 x 2 with concurrency 2.
 # The pre-flight worker's threads share one pool: each holds a connection only around its two
 # short cache queries, never across a registry's network I/O (portal/preflight/scanning.py).
-# Portal: per process (`portal.serve`, one per core): its sync views run on one thread, so a
-# process rarely holds more than a couple; the rest is for consumers' database calls.
-POOL_SIZES = {"portal": 8, "ingest": 8, "worker": 2, "beat": 2, "watcher": 2, "preflight": 2}
+# Portal: per process (`portal.serve`, one per core). Its sync views share one thread, but each
+# request in flight holds its own connection until its response is sent (Django's connections
+# are per request context under ASGI), and a view that waits for one stalls that thread for
+# every request of the process: 8 per process gave 503 "busy" at 50 clients (issue #35's bench).
+POOL_SIZES = {"portal": 20, "ingest": 8, "worker": 2, "beat": 2, "watcher": 2, "preflight": 2}
 # How long each waits for a pooled connection (TRANCHE_DB_POOL_TIMEOUT): a page request ~1 s
 # (the 503 page comes at once during an outage), the others retry anyway and may wait longer.
 POOL_WAITS = {

@@ -1,6 +1,6 @@
 """Database faults are bounded (issue #30), against a PostgreSQL of this test's own (own data
 folder and free port, started and stopped with `deploy.local.services`) behind a portal served
-for real (daphne, the pool settings `make run` gives the portal):
+for real (`portal.serve`, the pool settings `make run` gives the portal):
 
 - PostgreSQL stopped 10 s: every page request during the outage is a 503 naming the database
   within 1.5 s (p99; before: 10.0 s each, the pool's timeout), and pages are 200 again within

@@ -63,7 +63,7 @@ def signed_in_context(browser, user, base: str):
 
 
 @contextmanager
-def serve_portal(db_name: str, timeout: float = 30) -> Iterator[Portal]:
+def serve_portal(db_name: str, timeout: float = 30, processes: int = 2) -> Iterator[Portal]:
     """Start the portal's server (two processes, as on a 2-core node: a socket and the page may
     land on different processes) on the test database; stopped (and waited for) even if the
     test fails."""
@@ -74,7 +74,7 @@ def serve_portal(db_name: str, timeout: float = 30) -> Iterator[Portal]:
     log = Path(tempfile.mkstemp(prefix="tr-portal-", suffix=".log")[1])
     with open(log, "wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, *serve.argv(port, processes=2)],
+            [sys.executable, *serve.argv(port, processes=processes)],
             cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
     portal = Portal(f"ws://127.0.0.1:{port}/ws/agent/", log)

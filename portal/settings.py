@@ -367,8 +367,7 @@ X_FRAME_OPTIONS = "DENY"
 # Transport: production is HTTPS only. Behind a TLS-terminating proxy, name the header it sets
 # (TRANCHE_PROXY_SSL_HEADER=X-Forwarded-Proto) and make sure the proxy overwrites it.
 SECURE_SSL_REDIRECT = env_bool("TRANCHE_SSL_REDIRECT", default=not DEBUG)
-SECURE_REDIRECT_EXEMPT = [
-    r"^healthz$",
+SECURE_REDIRECT_EXEMPT = [  # /healthz never reaches Django (portal/core/liveness.py)
     r"^readyz$",
     r"^metrics$",
 ]  # probes speak plain HTTP inside the pod

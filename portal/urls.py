@@ -36,7 +36,7 @@ handler500 = "portal.core.outage.server_error"
 P = "projects/<id:project_id>/"
 
 urlpatterns = [
-    path("healthz", core_views.healthz, name="healthz"),
+    # /healthz is answered before Django: portal/core/liveness.py (portal/asgi.py)
     path("readyz", core_views.readyz, name="readyz"),
     path("metrics", billing_metrics.metrics, name="metrics"),
     path("admin/", admin.site.urls),

@@ -14,13 +14,6 @@ from django.views.decorators.http import require_GET
 from portal.core import health
 
 
-@require_GET
-@never_cache
-def healthz(request: HttpRequest) -> JsonResponse:
-    """The process is up and serving; says nothing about its dependencies."""
-    return JsonResponse({"status": "ok"})
-
-
 def _may_see_detail(request: HttpRequest) -> bool:
     """Loopback callers (the kubelet's probe through a port-forward, operators on the host, the
     tests) and staff see what is down; anyone else only the verdict (issue #28 item 9: /readyz

@@ -24,6 +24,7 @@ from django.utils import timezone
 
 from portal.audit.services import record_audit
 from portal.catalog.models import Product
+from portal.core import figures
 from portal.orders.models import Order, OrderEvent, ProjectUsage, Subscription
 from tranche.outcome import Condition, OrderOutcome, ProjectOutcome
 
@@ -82,6 +83,7 @@ def _transition(order_id: int, target: str, message: str = "", **fields: Any) ->
         if not changed:  # lost the race; the winner's state is what counts
             return False
         _record_transition(order, target, message, fields)
+        figures.changed(order.project_id)
         return True
 
 
@@ -152,6 +154,9 @@ def store_outcome(outcome: ProjectOutcome) -> int:
             if conditions is not None:
                 Subscription.objects.filter(pk=sub.pk).update(conditions=conditions, updated_at=now)
                 written += 1
+        if written:
+            for project_id in {r.project_id for r in [*subs.values(), *orders.values()]}:
+                figures.changed(project_id)
     return written
 
 
@@ -228,6 +233,7 @@ def _set_condition(
         if merged is None:
             return False
         model.objects.filter(pk=pk).update(conditions=merged, updated_at=timezone.now())
+        figures.changed(row.project_id)
         return True
 
 
@@ -244,10 +250,12 @@ def record_slice_usage(
             project_id=project_id, product=product, defaults=values
         )
         if created:
+            figures.changed(project_id)
             return True
         if all(getattr(usage, k) == v for k, v in values.items()):
             return False
         ProjectUsage.objects.filter(pk=usage.pk).update(updated_at=timezone.now(), **values)
+        figures.changed(project_id)
         return True
 
 

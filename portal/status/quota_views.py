@@ -35,7 +35,7 @@ def quota(request: HttpRequest, project_id: int) -> HttpResponse:
         "notes": [
             (line.product.name, line.not_ready_message) for line in lines if line.not_ready_message
         ],
-        "waits": selectors.quota_waits(project.pk),
+        "waits": selectors.quota_waits(project),
         "cpu_headroom": cpu_headroom,
         "mem_headroom": mem_headroom,
         **nav_context(request, project),

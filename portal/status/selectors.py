@@ -18,6 +18,7 @@ from django.http import Http404
 
 from portal.agents.rows import FIELDS, PodRow, pod_row
 from portal.agents.selectors import project_pod_statuses
+from portal.core import figures
 from portal.status.models import PodState
 from portal.status.services import row_name
 from portal.status.warnings import raw_text, summary_text
@@ -132,11 +133,16 @@ def live_cluster_row(project_id: int, namespace: str, name: str) -> ClusterRow |
     return cluster_row(state) if state else None
 
 
-def quota_waits(project_id: int) -> list[PodState]:
+def quota_waits(project: Project) -> list[PodState]:
     """Pods and workloads of the project held back by its CPU or RAM quota now (the quota
-    page's banner: a GPU workload can wait on CPU/RAM while its GPU slice is free)."""
-    return list(
-        PodState.objects.filter(project_id=project_id, reason__in=(CPU_QUOTA, MEMORY_QUOTA))[:5]
+    page's banner: a GPU workload can wait on CPU/RAM while its GPU slice is free). Kept per
+    project until a writer says it changed (`portal.core.figures`)."""
+    return figures.cached(
+        project,
+        "quota_waits",
+        lambda: list(
+            PodState.objects.filter(project_id=project.pk, reason__in=(CPU_QUOTA, MEMORY_QUOTA))[:5]
+        ),
     )
 
 

@@ -17,6 +17,7 @@ from typing import Literal, TypedDict
 from django.db import transaction
 
 from portal.catalog.models import Product
+from portal.core import figures
 from portal.core.groups import project_group
 from portal.orders.models import Subscription
 from portal.status.models import (
@@ -171,6 +172,7 @@ def record_cluster_view(
             PodState.objects.filter(namespace=namespace, kind=kind, name=name).delete()
         changed += gone
     if changed:
+        figures.changed(project_id)
         transaction.on_commit(
             lambda: _publish(project_id, [(namespace, row_name(k, n)) for k, n in changed])
         )

@@ -15,6 +15,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from portal.audit.services import record_audit
+from portal.core import figures
 from portal.core.queue import enqueue_reconcile, enqueue_retire_namespace
 from portal.core.tokens import hash_token, new_token
 from portal.tenants import usernames
@@ -321,4 +322,6 @@ def record_project_resources(
             usage_reported_at=timezone.now(),
         )
     )
+    if changed:
+        figures.changed(project_id)
     return bool(changed)

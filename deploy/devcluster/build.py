@@ -2,11 +2,12 @@
 
 Two Go modules are built: `k8s/` (one multi-call binary for kube-apiserver,
 kube-controller-manager, kube-scheduler, the real nodes' kubelet, kubectl and kwok) and `etcd/`
-(etcd's server main); then containerd for the real nodes (`node.build`). Results go to
-`<cache>/k8s-<version>/` with one symlink per component name. A stamp file records a hash of
-the Go sources and flags, so `ensure_built()` is a no-op when nothing changed and a second
-start reuses the build. Idempotent; on failure the previous binaries are left untouched and a
-`BuildError` carries the exact `go` output.
+(etcd's server main); then containerd for the real nodes (`node.build`) and kube-router, their
+NetworkPolicy enforcer (`node.firewall`; started by the test that needs it, not by `up`).
+Results go to `<cache>/k8s-<version>/` with one symlink per component name. A stamp file
+records a hash of the Go sources and flags, so `ensure_built()` is a no-op when nothing
+changed and a second start reuses the build. Idempotent; on failure the previous binaries
+are left untouched and a `BuildError` carries the exact `go` output.
 """
 
 from __future__ import annotations
@@ -166,9 +167,10 @@ def build_lock(settings: Settings) -> Iterator[None]:
 
 
 def build(settings: Settings, force: bool = False) -> Path:
-    """Build both binaries and the real nodes' containerd into the cache (idempotent) and
-    return the control plane's bin folder."""
+    """Build both binaries, the real nodes' containerd and their NetworkPolicy enforcer
+    (kube-router) into the cache (idempotent) and return the control plane's bin folder."""
     from deploy.devcluster.node import build as node_build
+    from deploy.devcluster.node import firewall
 
     with build_lock(settings):
         if is_built(settings) and not force:
@@ -176,6 +178,7 @@ def build(settings: Settings, force: bool = False) -> Path:
         else:
             _build_locked(settings)
     node_build.build_containerd(settings)
+    firewall.build_kube_router(settings)
     return settings.bin_dir
 
 

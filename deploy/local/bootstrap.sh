@@ -28,6 +28,10 @@ command -v mmdebstrap >/dev/null 2>&1 || need+=(mmdebstrap)
 command -v runc >/dev/null 2>&1 || need+=(runc)
 [ -x /usr/lib/cni/bridge ] || need+=(containernetworking-plugins)
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
+# The real node's NetworkPolicy enforcer (kube-router's firewall, deploy/devcluster/node/firewall.py)
+# writes iptables rules and ipsets.
+command -v iptables >/dev/null 2>&1 || need+=(iptables)
+command -v ipset >/dev/null 2>&1 || need+=(ipset)
 # The pause image and the sample image's bypass binary are static builds (glibc's libc.a).
 dpkg -s libc6-dev >/dev/null 2>&1 || need+=(libc6-dev)
 # kubelet-lite runs simulated pod workloads in a private mount namespace (unshare).

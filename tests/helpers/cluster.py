@@ -59,9 +59,11 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if session.config.option.collectonly or not _uses_local_cluster(session.items):
         return
     settings = load_settings()
+    from deploy.devcluster.node import firewall
     from deploy.devcluster.node.build import containerd_built
 
-    if build.is_built(settings) and containerd_built(settings):
+    # kube-router too (the real node's NetworkPolicy test): cold it takes many minutes.
+    if build.is_built(settings) and containerd_built(settings) and firewall.built(settings):
         return
     # Show the build's progress live: a silent half hour looks like a hang in CI.
     capture = session.config.pluginmanager.getplugin("capturemanager")

@@ -3,8 +3,9 @@
 `go install github.com/containerd/containerd/v2/cmd/...@<version>` into
 `<cache>/containerd-<version>/`, under the control plane's build lock (one build at a time per
 cache), with a stamp so a second call is a no-op. runc and the CNI plugins are Debian's
-(`deploy/local/bootstrap.sh`). The pause image is a static build of `pause.c` written as an
-OCI archive with a fully qualified name: an unqualified name makes containerd try a registry.
+(`deploy/local/bootstrap.sh`). The pause image (and the NetworkPolicy test's
+`netcheck` probe) is a static build of one C file written as an OCI archive with a fully
+qualified name: an unqualified name makes containerd try a registry.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ CONTAINERD_MODULE = "github.com/containerd/containerd/v2"
 CONTAINERD_COMMANDS = ("containerd", "containerd-shim-runc-v2", "ctr")
 PAUSE_IMAGE = "registry.tranche.dev/pause:1"
 PAUSE_SOURCE = Path(__file__).with_name("pause.c")
+NETCHECK_IMAGE = "registry.tranche.dev/netcheck:1"
+NETCHECK_SOURCE = Path(__file__).with_name("netcheck.c")
 RUNC = Path("/usr/sbin/runc")
 CNI_BIN_DIR = Path("/usr/lib/cni")
 EPOCH = 1_700_000_000  # fixed mtimes: the pause image's digest depends only on pause.c and gcc
@@ -84,20 +87,32 @@ def check_host_tools() -> None:
 
 def pause_archive(settings: Settings) -> Path:
     """The pause image as an OCI archive in the cache, rebuilt when pause.c changes."""
-    source = PAUSE_SOURCE.read_bytes()
+    return _static_image(settings, PAUSE_SOURCE, PAUSE_IMAGE, "pause")
+
+
+def netcheck_archive(settings: Settings) -> Path:
+    """The network-policy probe (`netcheck.c`: a tiny HTTP server and a connection prober) as
+    an OCI archive in the cache, for the real node's NetworkPolicy test."""
+    return _static_image(settings, NETCHECK_SOURCE, NETCHECK_IMAGE, "netcheck")
+
+
+def _static_image(settings: Settings, source_file: Path, image: str, name: str) -> Path:
+    """A static build of one C file as the only file of an image (entrypoint /<name>)."""
+    source = source_file.read_bytes()
     key = hashlib.sha256(source).hexdigest()[:16]
-    out = containerd_dir(settings) / f"pause-{key}.tar"
+    out = containerd_dir(settings) / f"{name}-{key}.tar"
     if out.is_file():
         return out
     out.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="tranche-pause-") as tmp:
-        binary = Path(tmp) / "pause"
+    with tempfile.TemporaryDirectory(prefix=f"tranche-{name}-") as tmp:
+        binary = Path(tmp) / name
         cc = shutil.which(os.environ.get("CC", "gcc")) or "gcc"
-        proc = subprocess.run([cc, "-static", "-Os", "-s", "-o", str(binary), str(PAUSE_SOURCE)],
+        proc = subprocess.run([cc, "-static", "-Os", "-s", "-Wall", "-Wextra", "-Werror", "-o",
+                               str(binary), str(source_file)],
                               capture_output=True, text=True, check=False)  # fmt: skip
         if proc.returncode != 0:
-            raise BuildError(f"pause image: {cc} failed: {proc.stderr.strip()}")
-        write_archive(out, PAUSE_IMAGE, [(binary, "pause")], ["/pause"])
+            raise BuildError(f"{name} image: {cc} failed: {proc.stderr.strip()}")
+        write_archive(out, image, [(binary, name)], [f"/{name}"])
     return out
 
 

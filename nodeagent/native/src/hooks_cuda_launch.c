@@ -248,7 +248,8 @@ typedef struct {
 } launch_t;
 
 /* Returns CUDA_SUCCESS to go ahead with the launch, or the error to return instead. */
-static CUresult pre_launch(uintptr_t key, CUstream s, int ptsz, launch_t *l) {
+static inline __attribute__((always_inline)) CUresult pre_launch(uintptr_t key, CUstream s,
+                                                                 int ptsz, launch_t *l) {
     l->mode = L_PLAIN;
     if (!tr_ready()) return CUDA_ERROR_NOT_INITIALIZED;
     int dev = tr_current_dev_index();
@@ -329,17 +330,28 @@ static void post_launch(launch_t *l, CUresult r) {
     charge(&tr_region()->devices[l->dev], actual - smp.charged);
 }
 
+/* What a launch hook does before the driver's launch: TR_LAUNCH_GO when the launch needs
+ * nothing after the driver returns (inside the library, or neither sampled nor timed: the
+ * hook's only other call is then a tail call, so the common launch keeps one small frame),
+ * else pre_launch's answer. */
+#define TR_LAUNCH_GO ((CUresult)-1)
+__attribute__((noinline)) static CUresult launch_enter(uintptr_t key, CUstream s, int ptsz,
+                                                       launch_t *l) {
+    if (tr_guard) return TR_LAUNCH_GO;
+    CUresult pre = pre_launch(key, s, ptsz, l);
+    return pre == CUDA_SUCCESS && TR_LIKELY(l->mode == L_PLAIN) ? TR_LAUNCH_GO : pre;
+}
+
+/* A launch neither sampled nor timed is a tail call to the driver (a driver re-entering an
+ * exported launch from inside it would be counted twice: billed more, never less); a sampled
+ * one runs with the guard up, so a re-entered launch is not charged twice. */
 #define LAUNCH_HOOK(sym, key, stream, ptsz, ...)                                               \
     do {                                                                                       \
-        if (tr_guard) return REAL_FN(sym)(__VA_ARGS__);                                        \
         launch_t l;                                                                            \
-        CUresult pre = pre_launch((uintptr_t)(key), (stream), (ptsz), &l);                     \
+        CUresult pre = launch_enter((uintptr_t)(key), (stream), (ptsz), &l);                   \
+        if (TR_LIKELY(pre == TR_LAUNCH_GO)) return REAL_FN(sym)(__VA_ARGS__);                  \
         if (pre != CUDA_SUCCESS) return pre;                                                   \
-        /* Neither sampled nor timed: nothing is left to do after the driver returns, so it is   \
-         * a tail call (a driver re-entering an exported launch from inside it would be counted  \
-         * twice: billed more, never less). */                                                  \
-        if (TR_LIKELY(l.mode == L_PLAIN)) return REAL_FN(sym)(__VA_ARGS__);                    \
-        tr_guard++; /* a sampled launch re-entered by the driver is not charged twice */       \
+        tr_guard++;                                                                            \
         CUresult r = REAL_FN(sym)(__VA_ARGS__);                                                \
         tr_guard--;                                                                            \
         post_launch(&l, r);                                                                    \

@@ -247,12 +247,12 @@ typedef struct {
     fstat_t *f;
 } launch_t;
 
-/* Returns CUDA_SUCCESS to go ahead with the launch, or the error to return instead. */
-static inline __attribute__((always_inline)) CUresult pre_launch(uintptr_t key, CUstream s,
-                                                                 int ptsz, launch_t *l) {
+/* Returns CUDA_SUCCESS to go ahead with the launch, or the error to return instead. `dev` is
+ * tr_current_dev_index(), asked by the caller (the core is ready). */
+static inline __attribute__((always_inline)) CUresult pre_launch_on(uintptr_t key, CUstream s,
+                                                                    int ptsz, launch_t *l,
+                                                                    int dev) {
     l->mode = L_PLAIN;
-    if (!tr_ready()) return CUDA_ERROR_NOT_INITIALIZED;
-    int dev = tr_current_dev_index();
     if (dev == -2) {
         /* No current context. On a default stream the driver reports it. On an explicit stream
          * a driver launching a CUkernel would use the stream's context, and the launch would
@@ -313,6 +313,13 @@ static inline __attribute__((always_inline)) CUresult pre_launch(uintptr_t key, 
     return CUDA_SUCCESS;
 }
 
+static inline __attribute__((always_inline)) CUresult pre_launch(uintptr_t key, CUstream s,
+                                                                 int ptsz, launch_t *l) {
+    l->mode = L_PLAIN;
+    if (!tr_ready()) return CUDA_ERROR_NOT_INITIALIZED;
+    return pre_launch_on(key, s, ptsz, l, tr_current_dev_index());
+}
+
 static void post_launch(launch_t *l, CUresult r) {
     if (l->mode == L_PLAIN || r != CUDA_SUCCESS) return;
     if (REAL_FN(cuEventRecord)(smp.end, l->stream) != CUDA_SUCCESS) return;
@@ -330,15 +337,28 @@ static void post_launch(launch_t *l, CUresult r) {
     charge(&tr_region()->devices[l->dev], actual - smp.charged);
 }
 
-/* What a launch hook does before the driver's launch: TR_LAUNCH_GO when the launch needs
- * nothing after the driver returns (inside the library, or neither sampled nor timed: the
- * hook's only other call is then a tail call, so the common launch keeps one small frame),
- * else pre_launch's answer. */
+/* The common launch, decided in a call that keeps nothing but the epoch across the driver's
+ * cuCtxGetCurrent (so it saves no registers): FAST_GO when it may go straight to the driver
+ * with nothing to do after (inside the library, or on a whole GPU: counted, not metered);
+ * else, with nothing done yet, the current context's slice index (>= 0: metered, else an
+ * error for pre_launch_on to give), or FAST_ASK when the core is not ready yet. */
+enum { FAST_GO = -100, FAST_ASK = -101 };
+__attribute__((noinline)) static int launch_fast(void) {
+    if (tr_guard) return FAST_GO;
+    if (!TR_LIKELY(atomic_load_explicit(&tr_init_ok, memory_order_acquire))) return FAST_ASK;
+    int dev = tr_current_dev_index();
+    if (dev < 0 || tr_cfg.devices[dev].compute_percent < 100) return dev;
+    count_launch(dev);
+    return FAST_GO;
+}
+
+/* The rest of the way for a launch launch_fast did not let go: TR_LAUNCH_GO when it needs
+ * nothing after the driver returns (neither sampled nor timed), else pre_launch's answer. */
 #define TR_LAUNCH_GO ((CUresult)-1)
 __attribute__((noinline)) static CUresult launch_enter(uintptr_t key, CUstream s, int ptsz,
-                                                       launch_t *l) {
-    if (tr_guard) return TR_LAUNCH_GO;
-    CUresult pre = pre_launch(key, s, ptsz, l);
+                                                       launch_t *l, int fast) {
+    CUresult pre = fast == FAST_ASK ? pre_launch(key, s, ptsz, l)
+                                    : pre_launch_on(key, s, ptsz, l, fast);
     return pre == CUDA_SUCCESS && TR_LIKELY(l->mode == L_PLAIN) ? TR_LAUNCH_GO : pre;
 }
 
@@ -347,8 +367,10 @@ __attribute__((noinline)) static CUresult launch_enter(uintptr_t key, CUstream s
  * one runs with the guard up, so a re-entered launch is not charged twice. */
 #define LAUNCH_HOOK(sym, key, stream, ptsz, ...)                                               \
     do {                                                                                       \
+        int fast = launch_fast();                                                              \
+        if (TR_LIKELY(fast == FAST_GO)) return REAL_FN(sym)(__VA_ARGS__);                      \
         launch_t l;                                                                            \
-        CUresult pre = launch_enter((uintptr_t)(key), (stream), (ptsz), &l);                   \
+        CUresult pre = launch_enter((uintptr_t)(key), (stream), (ptsz), &l, fast);             \
         if (TR_LIKELY(pre == TR_LAUNCH_GO)) return REAL_FN(sym)(__VA_ARGS__);                  \
         if (pre != CUDA_SUCCESS) return pre;                                                   \
         tr_guard++;                                                                            \

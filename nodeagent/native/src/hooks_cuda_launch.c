@@ -337,18 +337,36 @@ static void post_launch(launch_t *l, CUresult r) {
     charge(&tr_region()->devices[l->dev], actual - smp.charged);
 }
 
-/* The common launch, decided in a call that keeps nothing but the epoch across the driver's
- * cuCtxGetCurrent (so it saves no registers): FAST_GO when it may go straight to the driver
- * with nothing to do after (inside the library, or on a whole GPU: counted, not metered);
- * else, with nothing done yet, the current context's slice index (>= 0: metered, else an
- * error for pre_launch_on to give), or FAST_ASK when the core is not ready yet. */
+/* The common launch, decided in a call that keeps only the key and the epoch across the
+ * driver's cuCtxGetCurrent: FAST_GO when it may go straight to the driver with nothing to do
+ * after (inside the library; on a whole GPU, counted; metered, neither due for a sample nor
+ * short of lease, counted and charged exactly as pre_launch_on would). Otherwise nothing is
+ * done yet, and it says the current context's slice index (>= 0: metered, else an error for
+ * pre_launch_on to give), or FAST_ASK when the core is not ready yet. */
 enum { FAST_GO = -100, FAST_ASK = -101 };
-__attribute__((noinline)) static int launch_fast(void) {
+__attribute__((noinline)) static int launch_fast(uintptr_t key) {
     if (tr_guard) return FAST_GO;
     if (!TR_LIKELY(atomic_load_explicit(&tr_init_ok, memory_order_acquire))) return FAST_ASK;
     int dev = tr_current_dev_index();
-    if (dev < 0 || tr_cfg.devices[dev].compute_percent < 100) return dev;
+    if (dev < 0) return dev;
+    if (tr_cfg.devices[dev].compute_percent >= 100) {
+        count_launch(dev);
+        return FAST_GO;
+    }
+    /* Whatever would switch the books, poll a sample, take one or wait: pre_launch_on. */
+    if (smp.f || mt.owner != *tr_slot_owner || mt.dev != dev || !mt.owner || mt.safety <= 1)
+        return dev;
+    fstat_t *f = fstat_of(key);
+    int64_t est = atomic_load_explicit(&f->est_ns, memory_order_relaxed);
+    uint32_t n = atomic_load_explicit(&f->launches, memory_order_relaxed);
+    if (est <= 0 || mt.lease < est ||
+        n - atomic_load_explicit(&f->next_sample, memory_order_relaxed) < 0x80000000u)
+        return dev;
     count_launch(dev);
+    atomic_store_explicit(&f->launches, n + 1, memory_order_relaxed);
+    mt.safety--;
+    mt.lease -= est;
+    mt.used += (uint64_t)est;
     return FAST_GO;
 }
 
@@ -367,7 +385,7 @@ __attribute__((noinline)) static CUresult launch_enter(uintptr_t key, CUstream s
  * one runs with the guard up, so a re-entered launch is not charged twice. */
 #define LAUNCH_HOOK(sym, key, stream, ptsz, ...)                                               \
     do {                                                                                       \
-        int fast = launch_fast();                                                              \
+        int fast = launch_fast((uintptr_t)(key));                                              \
         if (TR_LIKELY(fast == FAST_GO)) return REAL_FN(sym)(__VA_ARGS__);                      \
         launch_t l;                                                                            \
         CUresult pre = launch_enter((uintptr_t)(key), (stream), (ptsz), &l, fast);             \

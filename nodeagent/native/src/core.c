@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <linux/futex.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -108,25 +109,43 @@ int tr_ready_slow(void) {
     return atomic_load(&tr_init_ok);
 }
 
-/* The core's own clock and sleep are raw system calls, never libc's clock_gettime/nanosleep:
- * a program may define those itself (the dynamic linker binds our calls to its copy first),
- * and a clock that jumps would refill the compute budget at will (issue #27, item 5). Used
- * only off the hot path (a launch that has to wait for budget). */
-static long raw_syscall2(long nr, long a, long b) {
+/* The core's own clock, sleep and lock waits are raw system calls, never libc's
+ * clock_gettime/nanosleep/syscall: a program may define those itself (the dynamic linker binds
+ * our calls to its copy first), and a clock that jumps would refill the compute budget at will
+ * (issue #27, item 5). Used only off the hot path (a launch that has to wait for budget, a
+ * lock another thread holds). */
+static long raw_syscall4(long nr, long a, long b, long c, long d) {
     long ret;
 #if defined(__x86_64__)
-    __asm__ volatile("syscall" : "=a"(ret) : "a"(nr), "D"(a), "S"(b) : "rcx", "r11", "memory");
+    register long r10 __asm__("r10") = d;
+    __asm__ volatile("syscall"
+                     : "=a"(ret)
+                     : "a"(nr), "D"(a), "S"(b), "d"(c), "r"(r10)
+                     : "rcx", "r11", "memory");
 #elif defined(__aarch64__)
     register long x8 __asm__("x8") = nr;
     register long x0 __asm__("x0") = a;
     register long x1 __asm__("x1") = b;
-    __asm__ volatile("svc 0" : "+r"(x0) : "r"(x8), "r"(x1) : "memory");
+    register long x2 __asm__("x2") = c;
+    register long x3 __asm__("x3") = d;
+    __asm__ volatile("svc 0" : "+r"(x0) : "r"(x8), "r"(x1), "r"(x2), "r"(x3) : "memory");
     ret = x0;
 #else
 #error "tr_now_ns needs a raw system call for this architecture"
 #endif
     return ret;
 }
+
+static long raw_syscall2(long nr, long a, long b) { return raw_syscall4(nr, a, b, 0, 0); }
+
+/* tr_lock's slow paths (the fast ones are inline in tranche.h). 2 means held with a waiter
+ * perhaps asleep: whoever gives back a 2 wakes one. */
+void tr_lock_wait(tr_lock_t *m) {
+    while (atomic_exchange_explicit(m, 2, memory_order_acquire) != 0)
+        raw_syscall4(SYS_futex, (long)m, FUTEX_WAIT_PRIVATE, 2, 0);
+}
+
+void tr_lock_wake(tr_lock_t *m) { raw_syscall4(SYS_futex, (long)m, FUTEX_WAKE_PRIVATE, 1, 0); }
 
 uint64_t tr_now_ns(void) {
     struct timespec ts = {0, 0};

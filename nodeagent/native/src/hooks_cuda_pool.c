@@ -14,13 +14,14 @@
  * then, and the graph is charged when the driver backs it (hooks_cuda_graph.c).
  */
 #define _GNU_SOURCE
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 
 #include "charge.h"
 
-static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
+/* Held across the driver's allocation, so that what a pool reserves before and after is this
+ * allocation's doing: a tr_lock, not libc's mutex (which a program may define as a no-op). */
+static tr_lock_t pool_mu;
 
 enum { POOL_HOST = -3 }; /* a pool in host memory: not device memory, not charged */
 
@@ -34,23 +35,28 @@ static uint64_t pool_key(CUmemoryPool pool) { return (uint64_t)(uintptr_t)pool; 
 
 /* What a pool is charged, found with its device (one lookup, cached per thread, on the hot
  * path). Records are never freed: a thread's cache may still point at one whose pool was
- * destroyed (destroys bump the epoch, so it is not used again). Read and written under
- * pool_mu. */
+ * destroyed (destroys bump the epoch, so it is not used again), and each async pointer keeps
+ * its pool's record, settled at its free without a lookup (a destroyed pool's record has no
+ * charge left). Read and written under pool_mu. */
 typedef struct {
     int has_charge;
-    int dev;          /* the device the charge was made to */
-    uint64_t charged; /* the pool's reserved bytes when last settled */
+    int dev;           /* the device the charge was made to */
+    uint64_t charged;  /* the pool's reserved bytes when last settled */
+    CUmemoryPool pool; /* whose record: an async pointer keeps its pool's record */
 } pool_rec_t;
 
 static void remember_pool(CUmemoryPool pool, int dev) {
     int old;
     uint64_t v;
-    pthread_mutex_lock(&pool_mu);
+    tr_lock(&pool_mu);
     pool_rec_t *rec = tr_track_get(TR_K_POOLDEV, pool_key(pool), &old, &v) == 0
                           ? (pool_rec_t *)(uintptr_t)v
                           : calloc(1, sizeof(pool_rec_t));
-    if (rec) tr_track_put(TR_K_POOLDEV, pool_key(pool), dev, (uint64_t)(uintptr_t)rec);
-    pthread_mutex_unlock(&pool_mu);
+    if (rec) {
+        rec->pool = pool;
+        tr_track_put(TR_K_POOLDEV, pool_key(pool), dev, (uint64_t)(uintptr_t)rec);
+    }
+    tr_unlock(&pool_mu);
 }
 
 /* Per-thread cache of the last pool's device (a hot path: every async allocation asks). A
@@ -78,7 +84,6 @@ static int pool_device_rec(CUmemoryPool pool, pool_rec_t **rec) {
     return dev;
 }
 
-static int pool_device(CUmemoryPool pool) { return pool_device_rec(pool, NULL); }
 
 static int location_device(const CUmemLocation *loc) {
     switch (loc->type) {
@@ -116,7 +121,7 @@ TR_EXPORT CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *pro
 /* A destroyed pool gives its reserved memory back (the driver waits for its blocks). */
 TR_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool) {
     MEM_ENTER(cuMemPoolDestroy, pool);
-    pthread_mutex_lock(&pool_mu);
+    tr_lock(&pool_mu);
     tr_guard++;
     CUresult r = REAL_FN(cuMemPoolDestroy)(pool);
     tr_guard--;
@@ -130,20 +135,24 @@ TR_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool) {
         }
         atomic_fetch_add_explicit(&pool_epoch, 1, memory_order_release);
     }
-    pthread_mutex_unlock(&pool_mu);
+    tr_unlock(&pool_mu);
     return r;
 }
 
-/* Caller holds pool_mu. Bring the pool's charge to what it holds now (never more than before:
- * growth is charged where it happens). */
-static void pool_settle_down(CUmemoryPool pool) {
-    pool_rec_t *rec = NULL;
-    if (pool_device_rec(pool, &rec) == -1 || !rec || !rec->has_charge) return;
-    uint64_t now = pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT);
+/* Caller holds pool_mu. Bring a pool's charge to what it holds now (never more than before:
+ * growth is charged where it happens). A destroyed pool's record has no charge left. */
+static void rec_settle_down(pool_rec_t *rec) {
+    if (!rec || !rec->has_charge) return;
+    uint64_t now = pool_attr(rec->pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT);
     if (now < rec->charged) {
         tr_uncharge(rec->dev, rec->charged - now);
         rec->charged = now;
     }
+}
+
+static void pool_settle_down(CUmemoryPool pool) {
+    pool_rec_t *rec = NULL;
+    if (pool_device_rec(pool, &rec) != -1) rec_settle_down(rec);
 }
 
 static void pool_record(pool_rec_t *rec, int dev, uint64_t charged) {
@@ -227,16 +236,22 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t size, CUmemoryPool pool, C
     if (tr_current_dev_index() == -2) return CUDA_ERROR_INVALID_CONTEXT;
     int ptsz = id == TR_cuMemAllocAsync_ptsz || id == TR_cuMemAllocFromPoolAsync_ptsz;
     CUstream rs = real_stream(s, ptsz);
+    pool_rec_t *rec = NULL;
+    int dev;
     if (!from_pool) {
         CUdevice cudev;
         CUresult r = stream_device(rs, &cudev);
         if (r == CUDA_SUCCESS) r = REAL_FN(cuDeviceGetMemPool)(&pool, cudev);
         if (r != CUDA_SUCCESS) return r;
-        if (pool_device(pool) != tr_dev_index(cudev)) remember_pool(pool, tr_dev_index(cudev));
+        int want = tr_dev_index(cudev);
+        if ((dev = pool_device_rec(pool, &rec)) != want) {
+            remember_pool(pool, want);
+            dev = pool_device_rec(pool, &rec);
+        }
+    } else {
+        dev = pool_device_rec(pool, &rec);
     }
     if (size == 0 || !pool) return call_alloc_async(dptr, size, pool, s, id, from_pool);
-    pool_rec_t *rec = NULL;
-    int dev = pool_device_rec(pool, &rec);
     if (dev == POOL_HOST) return call_alloc_async(dptr, size, pool, s, id, from_pool);
     if (dev < 0 || !rec) return CUDA_ERROR_OUT_OF_MEMORY; /* outside the slice, or unknown */
     CUresult err = CUDA_SUCCESS;
@@ -255,7 +270,7 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t size, CUmemoryPool pool, C
         tr_graph_edit_end();
         return r;
     }
-    pthread_mutex_lock(&pool_mu);
+    tr_lock(&pool_mu);
     int pdev = rec->has_charge ? rec->dev : -1;
     uint64_t charged = rec->has_charge ? rec->charged : 0;
     /* Reserve the full size first (admission stays atomic), then settle to the pool's real
@@ -264,18 +279,18 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t size, CUmemoryPool pool, C
         uint64_t reserved = pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT);
         uint64_t used = pool_attr(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT);
         if (reserved < used || reserved - used < size) { /* it would have to grow: refused */
-            pthread_mutex_unlock(&pool_mu);
+            tr_unlock(&pool_mu);
             return CUDA_ERROR_OUT_OF_MEMORY;
         }
         uint64_t after;
         CUresult r = pool_alloc_then_reserved(dptr, size, pool, s, id, from_pool, &after);
         if (r == CUDA_SUCCESS && after <= charged) {
-            tr_track_put(TR_K_ASYNC, *dptr, dev, pool_key(pool));
-            pthread_mutex_unlock(&pool_mu);
+            tr_track_put(TR_K_ASYNC, *dptr, dev, (uint64_t)(uintptr_t)rec);
+            tr_unlock(&pool_mu);
             return r;
         }
         if (r == CUDA_SUCCESS) pool_undo_growth(pool, rec, dev, *dptr, rs, charged, charged);
-        pthread_mutex_unlock(&pool_mu);
+        tr_unlock(&pool_mu);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     uint64_t after;
@@ -285,7 +300,7 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t size, CUmemoryPool pool, C
         /* The pool grew by more than asked (chunk rounding): charge the rest too. */
         if (tr_mem_reserve(dev, after - held) != 0) {
             pool_undo_growth(pool, rec, dev, *dptr, rs, charged, held);
-            pthread_mutex_unlock(&pool_mu);
+            tr_unlock(&pool_mu);
             return CUDA_ERROR_OUT_OF_MEMORY;
         }
         held = after;
@@ -293,8 +308,8 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t size, CUmemoryPool pool, C
     uint64_t keep = after > charged ? after : charged;
     tr_mem_settle(dev, held, keep);
     if (keep != charged || pdev != dev) pool_record(rec, dev, keep);
-    if (r == CUDA_SUCCESS) tr_track_put(TR_K_ASYNC, *dptr, dev, pool_key(pool));
-    pthread_mutex_unlock(&pool_mu);
+    if (r == CUDA_SUCCESS) tr_track_put(TR_K_ASYNC, *dptr, dev, (uint64_t)(uintptr_t)rec);
+    tr_unlock(&pool_mu);
     return r;
 }
 
@@ -319,10 +334,10 @@ static CUresult free_async(CUdeviceptr dptr, CUstream s, int id) {
     if (!tr_ready()) return CUDA_ERROR_NOT_INITIALIZED;
     int dev;
     uint64_t v;
-    pthread_mutex_lock(&pool_mu);
+    tr_lock(&pool_mu);
     int known = tr_track_take(TR_K_ASYNC, dptr, &dev, &v) == 0; /* the usual case first */
     if (!known && tr_track_get(TR_K_PTR, dptr, &dev, &v) == 0) { /* a cuMemAlloc'd pointer */
-        pthread_mutex_unlock(&pool_mu);
+        tr_unlock(&pool_mu);
         /* Captured, the free only happens when the graph runs, maybe never: the charge stays
          * (conservative; it is given back with the process). */
         CUresult err = CUDA_SUCCESS;
@@ -334,8 +349,8 @@ static CUresult free_async(CUdeviceptr dptr, CUstream s, int id) {
     CUresult r = real(dptr, s);
     tr_guard--;
     if (known && r != CUDA_SUCCESS) tr_track_put(TR_K_ASYNC, dptr, dev, v);
-    else if (known) pool_settle_down((CUmemoryPool)(uintptr_t)v);
-    pthread_mutex_unlock(&pool_mu);
+    else if (known) rec_settle_down((pool_rec_t *)(uintptr_t)v);
+    tr_unlock(&pool_mu);
     return r;
 }
 
@@ -348,11 +363,11 @@ TR_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream) {
 
 TR_EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep) {
     MEM_ENTER(cuMemPoolTrimTo, pool, minBytesToKeep);
-    pthread_mutex_lock(&pool_mu);
+    tr_lock(&pool_mu);
     tr_guard++;
     CUresult r = REAL_FN(cuMemPoolTrimTo)(pool, minBytesToKeep);
     tr_guard--;
     pool_settle_down(pool);
-    pthread_mutex_unlock(&pool_mu);
+    tr_unlock(&pool_mu);
     return r;
 }

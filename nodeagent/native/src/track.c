@@ -5,7 +5,8 @@
  * and stores, and every cuMemAlloc/cuMemFree takes it (issue #27's overhead goal), so the lock
  * is one exchange and a release store, not a call into libc's mutex. An entry is removed by
  * shifting the entries after it back (no tombstones): a driver hands out ever new addresses,
- * and tombstones would lengthen every probe and force a rehash every few hundred frees.
+ * and tombstones would lengthen every probe and force a rehash every few hundred frees. A put
+ * probes once, finding the key's entry or the empty slot it goes in.
  * Stream-ordered allocations (TR_K_ASYNC, one put and one take per allocation: a hot path)
  * have a table of their own, with no lock of its own: every caller holds the pool lock of
  * hooks_cuda_pool.c already.
@@ -103,15 +104,19 @@ static void erase(table_t *t, size_t i) {
 
 void tr_track_put(int kind, uint64_t key, int dev, uint64_t size) {
     table_t *t = table_lock(kind);
-    entry_t *e = find(t, kind, key);
-    if (e) {
-        e->dev = dev;
-        e->size = size;
-    } else if ((t->live + 1) * 2 <= t->cap || grow(t) == 0) {
-        size_t i = hash(kind, key) & (t->cap - 1);
-        while (t->tab[i].kind != 0) i = (i + 1) & (t->cap - 1);
+    if ((t->live + 1) * 2 <= t->cap || grow(t) == 0) {
+        /* One probe: it ends at the key's entry (updated) or at the empty slot it goes in. */
+        size_t mask = t->cap - 1, i = hash(kind, key) & mask;
+        while (t->tab[i].kind != 0 && (t->tab[i].kind != kind || t->tab[i].key != key))
+            i = (i + 1) & mask;
+        if (t->tab[i].kind == 0) t->live++;
         t->tab[i] = (entry_t){.key = key, .size = size, .kind = kind, .dev = dev};
-        t->live++;
+    } else {
+        entry_t *e = find(t, kind, key); /* no room to grow: an existing entry is still updated */
+        if (e) {
+            e->dev = dev;
+            e->size = size;
+        }
     }
     table_unlock(kind);
 }

@@ -69,9 +69,27 @@ static inline int tr_current_dev_index(void) {
     return tr_current_dev_index_slow(ctx, epoch);
 }
 
+/* A lock that may be held across a driver call (the pool lock is): taking and giving it back
+ * uncontended is one locked instruction each, inline, with no call into libc (whose
+ * pthread_mutex_* a program can define for itself and make a no-op); a waiter sleeps on a
+ * futex by raw system call. 0 free, 1 held, 2 held and maybe waited for. Zero-initialised. */
+typedef _Atomic int tr_lock_t;
+void tr_lock_wait(tr_lock_t *m);
+void tr_lock_wake(tr_lock_t *m);
+static inline void tr_lock(tr_lock_t *m) {
+    int free_ = 0;
+    if (!TR_LIKELY(atomic_compare_exchange_strong_explicit(m, &free_, 1, memory_order_acquire,
+                                                           memory_order_relaxed)))
+        tr_lock_wait(m);
+}
+static inline void tr_unlock(tr_lock_t *m) {
+    if (__builtin_expect(atomic_exchange_explicit(m, 0, memory_order_release) == 2, 0))
+        tr_lock_wake(m);
+}
+
 /* Process-local bookkeeping of what each handle was charged (hooks_cuda_mem.c). */
 /* TR_K_VMM, TR_K_GEXEC, TR_K_POOLDEV (the pool's device, and its charge record): the size
- * field holds a pointer to the hook file's own record; TR_K_ASYNC: the pool. */
+ * field holds a pointer to the hook file's own record; TR_K_ASYNC: its pool's record. */
 enum tr_kind { TR_K_PTR = 1, TR_K_VMM, TR_K_ARRAY, TR_K_MIPMAP, TR_K_CTX, TR_K_ASYNC,
                TR_K_POOLDEV, TR_K_GEXEC, TR_K_LIMIT };
 void tr_track_put(int kind, uint64_t key, int dev, uint64_t size);

@@ -34,6 +34,8 @@ from django.utils import timezone
 
 from portal.billing.models import CreditNote, Invoice
 from portal.billing.selectors import overlap_seconds, usage_in
+from portal.billing.sla_lines import KIND as SLA_CREDIT
+from portal.billing.sla_lines import focus_columns as sla_credit_columns
 from portal.tenants.models import Organization
 from tranche import pricing
 
@@ -137,6 +139,8 @@ def invoice_rows(invoice: Invoice) -> Iterator[dict[str, str]]:
         )
         if overage:
             row["x_ConsumedGpuHours"] = _gpu_hours(Decimal(line.hours * 3600), line.product)
+        if line.kind == SLA_CREDIT:
+            row.update(sla_credit_columns())
         _resource(row, line.project, line.product, f"{line.unit_monthly_price}/month")
         yield row
     tax = _base(invoice, invoice.tax_total)

@@ -14,6 +14,8 @@ columns after them (specification/attributes/column_handling.md). Rows, per mont
   x_ConsumedGpuHours the same normalised by the slice's fraction of its GPU (four 25 % slices for
   one hour = 1.000000);
 - one Tax row per invoice (One-Time);
+- an SLA credit line (billing.sla_lines) as a Credit row, One-Time, not a correction (it is the
+  month's own bill), with no pricing quantity or unit price;
 - per credit note, a Credit row and its Tax row, both corrections (ChargeClass Correction),
   One-Time;
 - a void invoice's rows as issued, each followed by its reversal (Correction, One-Time), so the

@@ -44,7 +44,7 @@ class TierInline(admin.TabularInline):
 def snapshot(sla: ProductSla) -> dict:
     """What an audit row keeps of an SLA setting."""
     return {
-        "target_percent": str(sla.target_percent),
+        "target_percent": str(Decimal(sla.target_percent).quantize(Decimal("0.001"))),
         "tiers": [
             [str(t.below_percent), str(t.credit_percent)]
             for t in SlaCreditTier.objects.filter(sla=sla).order_by("-below_percent")

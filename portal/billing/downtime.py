@@ -17,7 +17,7 @@ All idempotent (one outage per health event, a compare-and-swap close), safe to 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.db import IntegrityError, transaction
 from django.db.models import Q
@@ -86,7 +86,8 @@ def observe_running(
     for outage in mine.filter(
         ended_at__isnull=True,
         product__device_class__in=classes,
-        started_at__lte=created_at,
+        # creationTimestamp has whole seconds: a pod created in the taint's second counts
+        started_at__lt=created_at + timedelta(seconds=1),
     ).order_by("started_at", "pk"):
         ended = SliceOutage.objects.filter(pk=outage.pk, ended_at__isnull=True).update(
             ended_at=max(running_at, outage.started_at), replacement_pod=pod_name

@@ -3,9 +3,9 @@ pod runs again elsewhere (docs/billing.md, "SLA credits").
 
 - Opened from the health events (`sync_outages`): a fatal XID's `pod-gpu-failed` event names
   each pod whose claim was allocated on the failed GPU, at the instant the agent tainted the
-  device; the slice's product is that of the pod's claim in the metering ledger (the record
-  open then on that node, named after the pod). A pod holding no metered claim is no billed
-  slice and opens nothing.
+  device (a later fatal event of a pod already down opens nothing more); the slice's product
+  is that of the pod's claim in the metering ledger (the record open then on that node, named
+  after the pod). A pod holding no metered claim is no billed slice and opens nothing.
 - Closed by the cluster (`observe_running`, from the watcher's pod events and relists): a pod
   of the same project and product created after the taint, Running at the time its containers
   started (the cluster's time), ends the oldest open outage it can; each pod ends one.
@@ -46,7 +46,10 @@ def sync_outages(namespace: str | None = None) -> int:
     if namespace is not None:
         events = events.filter(namespace=namespace)
     opened = 0
-    for event in events.select_related("project"):
+    for event in events.select_related("project").order_by("occurred_at", "pk"):
+        covered = SliceOutage.objects.filter(project_id=event.project_id, pod_name=event.pod_name)
+        if covered.filter(Q(ended_at__isnull=True) | Q(ended_at__gte=event.occurred_at)).exists():
+            continue  # a second fatal event of the same failure (XID, then "stops answering")
         record = _claim_of(event)
         if record is None:
             continue

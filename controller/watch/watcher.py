@@ -20,7 +20,7 @@ import urllib3
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from controller import metering
+from controller import downtime, metering
 from controller.watch.state import ClusterState
 from controller.watch.stream import RESOURCES, GoneError, ResourceStream
 from controller.watch.writer import UsageWriter
@@ -70,6 +70,9 @@ class Watcher:
 
     def _listed(self, name: str, items: list[dict[str, Any]]) -> None:
         self.state.replace(name, items)
+        if name == "pods":  # a replacement's Running ends its slice's outage (billing SLA)
+            for pod in items:
+                downtime.observe_pod("ADDED", pod)
         if name == "claims":  # the billing ledger follows claims (controller/metering.py)
             stream = self.streams[name]
             metering.meter_claims_listed(items, stream.listed_at, stream.resource_version)
@@ -102,6 +105,8 @@ class Watcher:
         self.state.apply(name, kind, obj)
         if name == "claims":
             metering.meter_claim_event(kind, obj)
+        elif name == "pods":
+            downtime.observe_pod(kind, obj)
 
     @property
     def relists(self) -> dict[str, int]:

@@ -300,3 +300,6 @@ class InvoiceAdmin(ReadOnlyAdmin):
             "month": month,
         }
         return TemplateResponse(request, "admin/billing/utilisation.html", context)
+
+
+from portal.billing import sla_admin  # noqa: E402,F401  (registers the SLA pages)

@@ -17,6 +17,7 @@ from decimal import Decimal
 from django.conf import settings
 from django.db.models import Q
 
+from portal.billing import sla
 from portal.orders.models import Order
 from tranche import money, priced, pricing
 
@@ -166,10 +167,13 @@ class SubscriptionBill:
     lines: tuple[priced.Line, ...]
     overage_hours: int
     overage: Decimal
+    credits: tuple = ()  # SLA credits of its slices' outages (`billing.sla.Credit`)
 
     @property
     def net(self) -> Decimal:
-        return money.total([*(line.amount for line in self.lines), self.overage])
+        return money.total(
+            [*(line.amount for line in self.lines), self.overage, *(c.amount for c in self.credits)]
+        )
 
 
 def month_bills(
@@ -179,6 +183,7 @@ def month_bills(
     invoice, the instant of a quote or a page). The invoice, the quotes' tax and the billing
     page all read this one function, so every price shown is computed over the lines charged."""
     usage = usage_intervals(list({sub.project_id for sub in subs}), year, month)
+    credits = sla.month_credits(subs, year, month, until)
     bills = []
     for sub in subs:
         extra = priced.overage_slice_hours(
@@ -195,6 +200,7 @@ def month_bills(
                 lines=tuple(sub.lines(year, month)),
                 overage_hours=extra,
                 overage=overage_amount(sub, extra, year, month) if extra else money.ZERO,
+                credits=tuple(credits.get((sub.project_id, sub.product_id), ())),
             )
         )
     return bills

@@ -14,6 +14,8 @@ columns after them (specification/attributes/column_handling.md). Rows, per mont
   x_ConsumedGpuHours the same normalised by the slice's fraction of its GPU (four 25 % slices for
   one hour = 1.000000);
 - one Tax row per invoice (One-Time);
+- an SLA credit line (billing.sla_lines) as a Credit row, One-Time, not a correction (it is the
+  month's own bill), with no pricing quantity or unit price;
 - per credit note, a Credit row and its Tax row, both corrections (ChargeClass Correction),
   One-Time;
 - a void invoice's rows as issued, each followed by its reversal (Correction, One-Time), so the
@@ -34,6 +36,8 @@ from django.utils import timezone
 
 from portal.billing.models import CreditNote, Invoice
 from portal.billing.selectors import overlap_seconds, usage_in
+from portal.billing.sla_lines import KIND as SLA_CREDIT
+from portal.billing.sla_lines import focus_columns as sla_credit_columns
 from portal.tenants.models import Organization
 from tranche import pricing
 
@@ -137,6 +141,8 @@ def invoice_rows(invoice: Invoice) -> Iterator[dict[str, str]]:
         )
         if overage:
             row["x_ConsumedGpuHours"] = _gpu_hours(Decimal(line.hours * 3600), line.product)
+        if line.kind == SLA_CREDIT:
+            row.update(sla_credit_columns())
         _resource(row, line.project, line.product, f"{line.unit_monthly_price}/month")
         yield row
     tax = _base(invoice, invoice.tax_total)

@@ -236,3 +236,6 @@ class CreditNote(models.Model):
     @property
     def display_number(self) -> str:
         return f"{self.series}-{self.number_year}-{self.number:06d}"
+
+
+from portal.billing.sla_models import ProductSla, SlaCreditTier, SliceOutage  # noqa: E402,F401

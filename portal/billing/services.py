@@ -20,7 +20,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from portal.audit.services import record_audit
-from portal.billing import charges
+from portal.billing import charges, sla_lines
 from portal.billing.accounts import billing_account, seller_details
 from portal.billing.charges import SubscriptionMonth, subscription_months
 from portal.billing.models import CreditNote, DocumentCounter, Invoice, InvoiceLine
@@ -53,6 +53,7 @@ def _line_rows(subs: list[SubscriptionMonth], year: int, month: int) -> list[Inv
         sub = bill.sub
         if bill.overage_hours:
             lines.append(_overage_row(bill, year, month))
+        lines += [sla_lines.credit_row(bill.sub, credit, year, month) for credit in bill.credits]
         for line in bill.lines:
             order = f"order #{line.order}, " if line.order else ""
             lines.append(
@@ -201,6 +202,7 @@ def _create_invoice(
     for line in lines:
         line.invoice = invoice
     InvoiceLine.objects.bulk_create(lines)
+    sla_lines.audit_credits(invoice, lines, actor)
     record_audit(
         actor=actor,
         system=SYSTEM,

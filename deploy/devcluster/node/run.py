@@ -157,10 +157,13 @@ def import_images(settings: Settings, node: NodePaths, images: list[Path]) -> No
 
 
 def _procs_in(folder: Path) -> list[int]:
+    # os.walk skips a directory the kernel removes mid-walk (Path.rglob raised
+    # FileNotFoundError from scandir when a pod's cgroup went while the node stopped)
     pids = []
-    for procs in folder.rglob("cgroup.procs"):
-        with contextlib.suppress(OSError):
-            pids += [int(p) for p in procs.read_text().split()]
+    for root, _dirs, files in os.walk(folder):
+        if "cgroup.procs" in files:
+            with contextlib.suppress(OSError):
+                pids += [int(p) for p in (Path(root) / "cgroup.procs").read_text().split()]
     return pids
 
 

@@ -1,0 +1,118 @@
+"""Each slice's downtime in the billing ledger (`SliceOutage`), from its GPU's taint until its
+pod runs again elsewhere (docs/billing.md, "SLA credits").
+
+- Opened from the health events (`sync_outages`): a fatal XID's `pod-gpu-failed` event names
+  each pod whose claim was allocated on the failed GPU, at the instant the agent tainted the
+  device (a later fatal event of a pod already down opens nothing more); the slice's product
+  is that of the pod's claim in the metering ledger (the record open then on that node, named
+  after the pod). A pod holding no metered claim is no billed slice and opens nothing.
+- Closed by the cluster (`observe_running`, from the watcher's pod events and relists): a pod
+  of the same project and product created after the taint, Running at the time its containers
+  started (the cluster's time), ends the oldest open outage it can; each pod ends one.
+- Still open at the period's end: the period's end counts (`month_downtime`).
+
+All idempotent (one outage per health event, a compare-and-swap close), safe to repeat.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+
+from django.db import IntegrityError, transaction
+from django.db.models import Q
+
+from portal.agents.models import GpuHealthEvent
+from portal.billing.models import SliceOutage, UsageRecord
+from portal.tenants.models import Project
+
+
+def _claim_of(event: GpuHealthEvent) -> UsageRecord | None:
+    """The ledger record of the pod's claim on the failed GPU's node at the failure."""
+    records = UsageRecord.objects.filter(
+        project_id=event.project_id,
+        node=event.node_name,
+        allocated_at__lte=event.occurred_at,
+    ).filter(Q(released_at__isnull=True) | Q(released_at__gte=event.occurred_at))
+    named = records.filter(claim_name__startswith=f"{event.pod_name}-").first()
+    return named or (records.first() if records.count() == 1 else None)
+
+
+def sync_outages(namespace: str | None = None) -> int:
+    """Open an outage for each pod-gpu-failed event without one (of `namespace`, or all)."""
+    events = GpuHealthEvent.objects.filter(kind="pod-gpu-failed", project__isnull=False).exclude(
+        pk__in=SliceOutage.objects.values("health_event_id")
+    )
+    if namespace is not None:
+        events = events.filter(namespace=namespace)
+    opened = 0
+    for event in events.select_related("project").order_by("occurred_at", "pk"):
+        covered = SliceOutage.objects.filter(project_id=event.project_id, pod_name=event.pod_name)
+        if covered.filter(Q(ended_at__isnull=True) | Q(ended_at__gte=event.occurred_at)).exists():
+            continue  # a second fatal event of the same failure (XID, then "stops answering")
+        record = _claim_of(event)
+        if record is None:
+            continue
+        try:
+            with transaction.atomic():
+                SliceOutage.objects.create(
+                    health_event=event,
+                    organization_id=event.project.organization_id,
+                    project_id=event.project_id,
+                    product_id=record.product_id,
+                    pod_name=event.pod_name,
+                    started_at=event.occurred_at,
+                )
+                opened += 1
+        except IntegrityError:  # a concurrent sync opened it first
+            continue
+    return opened
+
+
+def observe_running(
+    namespace: str,
+    pod_name: str,
+    device_classes: Iterable[str],
+    created_at: datetime,
+    running_at: datetime,
+) -> int:
+    """A pod of `namespace` holding claims of `device_classes` runs since `running_at`: end the
+    oldest open outage of its project and product that began before the pod was created (it is
+    a replacement, not a pod that ran through the failure). Returns how many it ended (0, 1)."""
+    classes = list(device_classes)
+    if not classes or not Project.objects.filter(namespace=namespace).exists():
+        return 0
+    sync_outages(namespace)
+    mine = SliceOutage.objects.filter(project__namespace=namespace)
+    if mine.filter(replacement_pod=pod_name, ended_at__gte=created_at).exists():
+        return 0  # this pod already ended one
+    for outage in mine.filter(
+        ended_at__isnull=True,
+        product__device_class__in=classes,
+        # creationTimestamp has whole seconds: a pod created in the taint's second counts
+        started_at__lt=created_at + timedelta(seconds=1),
+    ).order_by("started_at", "pk"):
+        ended = SliceOutage.objects.filter(pk=outage.pk, ended_at__isnull=True).update(
+            ended_at=max(running_at, outage.started_at), replacement_pod=pod_name
+        )
+        if ended:
+            return 1
+    return 0
+
+
+def month_outages(project_ids: list[int], begin: datetime, end: datetime) -> list[SliceOutage]:
+    """The outages overlapping [begin, end) of these projects (after opening any new ones)."""
+    sync_outages()
+    return list(
+        SliceOutage.objects.filter(project_id__in=project_ids, started_at__lt=end)
+        .filter(Q(ended_at__isnull=True) | Q(ended_at__gt=begin))
+        .select_related("health_event")
+        .order_by("started_at", "pk")
+    )
+
+
+def downtime_seconds(outage: SliceOutage, begin: datetime, end: datetime) -> int:
+    """Whole seconds of the outage inside [begin, end) (still open: until `end`)."""
+    stop = min(outage.ended_at or end, end)
+    start = max(outage.started_at, begin)
+    return max(0, int((stop - start).total_seconds()))

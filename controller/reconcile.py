@@ -4,8 +4,8 @@ Steps, under a per-project PostgreSQL advisory lock (two workers never interleav
 lock dies with its connection): read the live managed objects and, if a cancel is open, the
 project's allocated claims; build the desired objects from the database; apply what differs and
 prune what is no longer desired. The database side is two outcomes computed purely by
-`controller.conditions.project_outcome` and each stored in ONE transaction by
-`portal.orders.lifecycle.store_outcome`: before applying, open buys become provisioning; after it,
+`controller.conditions.project_outcome` and each stored in ONE transaction through
+`controller.store.store_outcome`: before applying, open buys become provisioning; after it,
 orders move on (provisioning → active, cancel → cancelling/cancelled) with their conditions and
 the subscriptions' conditions, each row only when it changes. A crash between the two leaves a
 consistent "provisioning" state the next run finishes. Transient API errors propagate (the task
@@ -31,7 +31,7 @@ from typing import Any
 
 from django.db import connection
 
-from controller import desired
+from controller import desired, store
 from controller.apply import (
     NAMESPACED_MANAGED,
     PLATFORM_KINDS,
@@ -42,11 +42,10 @@ from controller.apply import (
     shared_api_client,
 )
 from controller.conditions import Step, project_outcome
+from controller.observe import allocated_by_class
 from controller.render.bundle import render_platform, render_project
-from controller.render.spec import CLAIM_REQUEST_NAME, ProductSpec
-from portal.orders import lifecycle
-from portal.orders.models import Order
-from portal.tenants.models import Project
+from tranche.orders import CANCEL
+from tranche.products import ProductSpec
 
 log = logging.getLogger(__name__)
 LOCK_SPACE = 0x7472  # "tr": advisory-lock key space of the controller
@@ -119,15 +118,8 @@ def sync_platform(
 
 def _allocated_claims(applier: Applier, namespace: str) -> dict[str, int]:
     """Allocated claims per DeviceClass in the namespace (for cancel grace decisions)."""
-    claims = applier.list_path(f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims")
-    counts: Counter[str] = Counter()
-    for claim in claims:
-        if not claim.get("status", {}).get("allocation"):
-            continue
-        for req in claim.get("spec", {}).get("devices", {}).get("requests", []):
-            if req.get("name") == CLAIM_REQUEST_NAME and "exactly" in req:
-                counts[req["exactly"].get("deviceClassName", "")] += 1
-    return dict(counts)
+    path = f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims"
+    return allocated_by_class(applier.list_path(path))
 
 
 _READERS: dict[int, ThreadPoolExecutor] = {}  # pid -> pool (Celery forks: a pool per process)
@@ -161,14 +153,14 @@ def reconcile_project(
 ) -> ReconcileResult:
     """Make the project's namespace match the database. Idempotent; safe to run concurrently."""
     began = time.perf_counter()
-    namespace = Project.objects.values_list("namespace", flat=True).get(pk=project_id)
+    namespace = desired.project_namespace(project_id)
     applier = applier or Applier(shared_api_client())
     before, api_before = Counter(applier.calls), applier.api_seconds
     result = ReconcileResult(project_id)
     with project_lock(project_id):
         orders = desired.open_orders(project_id)
         # Step 1 (one transaction): the open buys are being provisioned.
-        lifecycle.store_outcome(
+        store.store_outcome(
             project_outcome(
                 Step.APPLYING, orders=orders, subscriptions=desired.subscription_states(project_id)
             )
@@ -178,7 +170,7 @@ def reconcile_project(
             applier, prune=False, cached=platform_cached, products=products
         )
         live = _live_project(applier, namespace)
-        cancelling = any(o.kind == Order.Kind.CANCEL for o in orders)
+        cancelling = any(o.kind == CANCEL for o in orders)
         allocated = (
             _allocated_claims(applier, namespace)
             if cancelling and live[("v1", "Namespace")]
@@ -190,7 +182,7 @@ def reconcile_project(
         except ApplyError as exc:
             log.error("project %s: %s", project_id, exc)
             # Step 2, refused (one transaction): open orders failed, subscriptions say why.
-            lifecycle.store_outcome(
+            store.store_outcome(
                 project_outcome(
                     Step.FAILED,
                     orders=state.open_orders,
@@ -207,7 +199,7 @@ def reconcile_project(
             suspended=state.suspended,
             waiting=state.waiting_cancels,
         )
-        lifecycle.store_outcome(outcome)
+        store.store_outcome(outcome)
         result.orders = {o.order_id: o.state for o in outcome.orders if o.state}
     result.calls = applier.calls - before
     result.seconds = time.perf_counter() - began
@@ -259,7 +251,7 @@ def is_settled(state: desired.ProjectState, live: dict[tuple[str, str], dict]) -
     outcome = project_outcome(
         Step.APPLIED, orders=(), subscriptions=state.subscriptions, suspended=state.suspended
     )
-    return lifecycle.changes_nothing(outcome, {s.id: s.conditions for s in state.subscriptions})
+    return store.changes_nothing(outcome, {s.id: s.conditions for s in state.subscriptions})
 
 
 def resync_project(
@@ -276,7 +268,7 @@ def resync_project(
         return ReconcileResult(state.spec.project_id)
     try:
         return reconcile_project(state.spec.project_id, applier, platform_cached=True)
-    except Project.DoesNotExist:
+    except desired.ProjectGone:
         log.info("project %s was deleted during the resync", state.spec.project_id)
         return None
 

@@ -13,10 +13,10 @@ from django.utils import timezone
 
 from portal.agents.models import NodeToken, PodSliceStatus
 from portal.catalog.models import Product
+from portal.cluster.models import PodState
 from portal.core.cluster import cluster_answers
 from portal.orders.backlog import WAITING, check_backlog
 from portal.orders.models import Order
-from portal.status.models import PodState
 from portal.tenants.models import Project
 
 

@@ -2,10 +2,9 @@
 
 Who may watch a project: any member (any role) of its organization, active staff users in the
 "Support" group, and superusers (every project). Billing staff work on invoices, prices and
-organizations in the admin and billing pages; they see no live page or support console (issue
-#28: least privilege). Anyone else gets `Http404`,
-so another organization's project is indistinguishable from a missing one. The page and the
-websocket consumer use the same rule (`watchable_projects`).
+organizations in the admin and billing pages; they see no live page or support console (least
+privilege). Anyone else gets `Http404`, so another organization's project is indistinguishable
+from a missing one. The page and the websocket consumer use the same rule (`watchable_projects`).
 """
 
 from __future__ import annotations
@@ -18,8 +17,8 @@ from django.http import Http404
 
 from portal.agents.rows import FIELDS, PodRow, pod_row
 from portal.agents.selectors import project_pod_statuses
-from portal.status.models import PodState
-from portal.status.services import row_name
+from portal.cluster.models import PodState, QuotaUse
+from portal.cluster.services import row_name
 from portal.status.warnings import raw_text, summary_text
 from portal.tenants.models import Project
 from portal.tenants.selectors import projects_of
@@ -67,13 +66,6 @@ def pod_rows(project_id: int) -> list[PodRow]:
     """Every pod of a project the caller was already allowed to watch (`get_watched_project`
     or `can_watch`)."""
     return [pod_row(s) for s in project_pod_statuses(project_id)]
-
-
-def live_pod_row(project_id: int, namespace: str, pod_name: str) -> PodRow | None:
-    """The row of one pod of `project_id` as stored now; None once it is gone."""
-    found = project_pod_statuses(project_id).filter(namespace=namespace, pod_name=pod_name)
-    status = found.first()
-    return pod_row(status) if status else None
 
 
 # The cluster's view of every pod (and refused workload): what Kubernetes says, in words.
@@ -150,3 +142,8 @@ def node_reports(project_id: int) -> dict[str, float]:
             node_name__in=nodes, last_seen_at__isnull=False
         ).values_list("node_name", "last_seen_at")
     }
+
+
+def quota_use(project_id: int) -> QuotaUse | None:
+    """The project's CPU/RAM use as its quota last reported it; None until the watcher saw it."""
+    return QuotaUse.objects.filter(project_id=project_id).first()

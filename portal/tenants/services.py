@@ -20,7 +20,7 @@ from portal.core.tokens import hash_token, new_token
 from portal.tenants import usernames
 from portal.tenants.errors import NotAllowedError, OrganizationSuspendedError, ServiceError
 from portal.tenants.models import Invitation, Membership, Organization, Project
-from portal.tenants.naming import derive_namespace, dns_slug
+from tranche.naming import derive_namespace, dns_slug
 from tranche.orders import OPEN_ORDER_STATES
 
 
@@ -148,8 +148,8 @@ def accept_invitation(*, user, invitation: Invitation) -> Membership:
 def sign_up_invited(*, invitation: Invitation, username: str, password: str):
     """Create an account with the invitation's email address and join its organization with
     its role, in one transaction: no organization or project of their own is made. Refused
-    (nothing created) if the name is taken, looks like a taken one (the same rules as `sign_up`,
-    #28), or the invitation was used or expired meanwhile."""
+    (nothing created) if the name is taken, looks like a taken one (the same rules as `sign_up`),
+    or the invitation was used or expired meanwhile."""
     username = usernames.normalize(username)
     usernames.check_new_username(username)
     try:
@@ -305,20 +305,3 @@ def resume_organization(*, actor, organization_id: int) -> bool:
         reason="",
         action="organization.resume",
     )
-
-
-@transaction.atomic
-def record_project_resources(
-    *, project_id: int, cpu_used_millicores: int, memory_used_mib: int
-) -> bool:
-    """Controller: store the project's CPU/RAM quota use. Writes only when a value changed."""
-    changed = (
-        Project.objects.filter(pk=project_id)
-        .exclude(cpu_used_millicores=cpu_used_millicores, memory_used_mib=memory_used_mib)
-        .update(
-            cpu_used_millicores=cpu_used_millicores,
-            memory_used_mib=memory_used_mib,
-            usage_reported_at=timezone.now(),
-        )
-    )
-    return bool(changed)

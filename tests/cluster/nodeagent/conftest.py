@@ -26,8 +26,9 @@ from kubernetes.client.rest import ApiException
 
 from controller.render.claim_template import render_claim_template
 from controller.render.device_class import render_device_class
-from controller.render.spec import ProductSpec, ProjectSpec
+from controller.render.spec import ProjectSpec
 from tests.helpers.skips import CORE_LIBRARY
+from tranche.products import ProductSpec
 
 REPO = Path(__file__).resolve().parents[3]
 DRIVER = "gpu.tranche.dev"

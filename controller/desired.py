@@ -16,7 +16,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
 from django.conf import settings
 from django.db.models import Q
@@ -165,14 +164,16 @@ def load_project(
     allocated: dict[str, int] | None = None,
     now: datetime | None = None,
     products: list[ProductSpec] | None = None,
+    orders: tuple[OpenOrder, ...] | None = None,
 ) -> ProjectState:
-    """Desired state of a project. `allocated` (class -> claims) decides cancel grace periods."""
+    """Desired state of a project. `allocated` (class -> claims) decides cancel grace periods;
+    `products` and `orders` (`open_orders`) if the caller has read them already."""
     project = Project.objects.select_related("organization").get(pk=project_id)
     subs = Subscription.objects.filter(project_id=project_id).select_related("product__gpu_model")
     return project_state(
         project,
         subs=list(subs),
-        orders=open_orders(project_id),
+        orders=open_orders(project_id) if orders is None else orders,
         members=members_by_organization([project.organization_id]).get(project.organization_id, []),
         products=products if products is not None else platform_products(),
         allocated=allocated,
@@ -274,11 +275,3 @@ def project_state(
         for s in sorted(subs, key=lambda s: s.pk)
     )
     return ProjectState(spec, suspended, subscribed, orders, waiting, states)
-
-
-def spec_key(objects: list[dict[str, Any]]) -> str:
-    """Content key of a list of rendered objects (to skip re-checking unchanged ones)."""
-    import hashlib
-    import json
-
-    return hashlib.sha256(json.dumps(objects, sort_keys=True).encode()).hexdigest()

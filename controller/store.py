@@ -10,9 +10,13 @@ Every function is idempotent: storing the same facts again changes nothing.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import logging
+import threading
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
+
+from django.db import connection
 
 from portal.cluster import ledger
 from portal.cluster.services import record_namespace as _record_namespace
@@ -22,11 +26,48 @@ from tranche.observed import ClaimEvent, NamespaceView, ObservedClaim
 from tranche.outcome import ProjectOutcome
 
 CLAIMS_STREAM = "claims"
+log = logging.getLogger(__name__)
 
 
 def store_outcome(outcome: ProjectOutcome) -> int:
     """One reconcile step's order transitions and conditions, in one transaction; rows changed."""
     return lifecycle.store_outcome(outcome)
+
+
+class DeferredOutcome:
+    """An outcome stored only if the work it announces is still running after `delay` seconds.
+
+    The reconcile's "provisioning" step: a tenant cannot see a state that lasts 40 ms, so it is
+    written (by a thread, on its own connection) only when the apply takes longer than `delay`;
+    otherwise the one outcome after the apply is the reconcile's only write transaction.
+    `compute` builds the outcome when it is due (its reads happen only then). `settle()` stops
+    a store not yet due and waits for one under way, so the outcome after it is always later."""
+
+    def __init__(self, compute: Callable[[], ProjectOutcome], delay: float) -> None:
+        self._compute = compute
+        self._settled = threading.Event()
+        self.stored = False
+        self._thread = threading.Thread(
+            target=self._run, args=(delay,), name="deferred-outcome", daemon=True
+        )
+        self._thread.start()
+
+    def _run(self, delay: float) -> None:
+        if self._settled.wait(delay):
+            return
+        try:
+            store_outcome(self._compute())
+            self.stored = True
+        except Exception:  # the outcome after the apply (or the next reconcile) says it all
+            log.exception("could not store the deferred outcome")
+        finally:
+            connection.close()  # this thread's own connection
+
+    def settle(self) -> bool:
+        """Nothing more will be stored by this; returns whether it was."""
+        self._settled.set()
+        self._thread.join()
+        return self.stored
 
 
 def changes_nothing(outcome: ProjectOutcome, stored: dict[int, tuple[dict[str, Any], ...]]) -> bool:

@@ -24,7 +24,7 @@ from django.utils import timezone
 from portal.agents import gpu_health, history
 from portal.agents.events import NodeSeenEvent, PodRemovedEvent, PodStatusEvent, ProjectEvent
 from portal.agents.models import NodeToken, PodSliceStatus
-from portal.agents.rows import PodRow, pod_row
+from portal.agents.rows import LiveRow, pod_row
 from portal.audit.services import record_audit
 from portal.cluster.bindings import pod_bindings
 from portal.core.tokens import hash_token
@@ -154,7 +154,7 @@ class Published:
     event: ProjectEvent
 
 
-def _event(project_id: int, node: str, pod: PodReport, row: PodRow) -> Published:
+def _event(project_id: int, node: str, pod: PodReport, row: LiveRow) -> Published:
     """The pod's reported fields plus the page's message, encoded once here for every viewer."""
     text = json.dumps({"type": "row", **row.as_json()})
     return Published(project_id, PodStatusEvent(type="pod.status", node=node, text=text, **pod))

@@ -20,9 +20,33 @@ def record_audit(
     system: str = "",
 ) -> AuditLog:
     """Append one audit row. `actor` is a user or None with `system` naming the component."""
+    row = audit_row(
+        actor=actor, action=action, obj=obj, before=before, after=after,
+        organization_id=organization_id, system=system,
+    )  # fmt: skip
+    row.save()
+    return row
+
+
+def record_audits(rows: list[AuditLog]) -> None:
+    """Append several audit rows (`audit_row`) in one statement."""
+    AuditLog.objects.bulk_create(rows)
+
+
+def audit_row(
+    *,
+    actor: Any,
+    action: str,
+    obj: models.Model,
+    before: dict[str, Any] | None = None,
+    after: dict[str, Any] | None = None,
+    organization_id: int | None = None,
+    system: str = "",
+) -> AuditLog:
+    """One audit row, not yet stored (`record_audits` stores a batch of them)."""
     user = actor if getattr(actor, "is_authenticated", False) else None
     label = user.get_username() if user else f"system:{system or 'unknown'}"
-    return AuditLog.objects.create(
+    return AuditLog(
         actor=user,
         actor_label=label[:200],
         action=action,

@@ -21,7 +21,8 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from portal.audit.services import record_audit
+from portal.audit.models import AuditLog
+from portal.audit.services import audit_row, record_audits
 from portal.orders.models import Order, OrderEvent, Subscription
 from tranche.outcome import Condition, OrderOutcome, ProjectOutcome
 
@@ -48,16 +49,18 @@ def _check_transition(order: Order, target: str) -> None:
         raise InvalidTransitionError(f"order {order.pk} ({order.kind}) {order.state} → {target}")
 
 
-def _record_transition(order: Order, target: str, message: str, fields: dict[str, Any]) -> None:
-    """History entry and audit row of a transition that happened (inside its transaction)."""
-    OrderEvent.objects.create(
+def _transition_rows(
+    order: Order, target: str, message: str, fields: dict[str, Any]
+) -> tuple[OrderEvent, AuditLog]:
+    """History entry and audit row of a transition that happened (stored with the outcome)."""
+    event = OrderEvent(
         order=order,
         from_state=order.state,
         to_state=target,
         actor_label=f"system:{SYSTEM}",
         message=message[:500],
     )
-    record_audit(
+    audit = audit_row(
         actor=None,
         system=SYSTEM,
         action=f"order.{target}",
@@ -66,6 +69,7 @@ def _record_transition(order: Order, target: str, message: str, fields: dict[str
         before={"state": order.state},
         after={"state": target, **{k: str(v) for k, v in fields.items()}},
     )
+    return event, audit
 
 
 def _merged(
@@ -82,7 +86,7 @@ def _merged(
     return conditions if changed else None
 
 
-def _store_order(order: Order, want: OrderOutcome) -> bool:
+def _store_order(order: Order, want: OrderOutcome, trail: list[tuple]) -> bool:
     fields: dict[str, Any] = {}
     conditions = _merged(order.conditions, want.conditions, order.generation)
     if conditions is not None:
@@ -103,7 +107,7 @@ def _store_order(order: Order, want: OrderOutcome) -> bool:
         updated_at=timezone.now(), **fields
     )
     if changed and moving:
-        _record_transition(order, want.state, want.message, transition)
+        trail.append(_transition_rows(order, want.state, want.message, transition))
     return bool(changed)
 
 
@@ -126,8 +130,12 @@ def store_outcome(outcome: ProjectOutcome) -> int:
             .select_related("product")
             .in_bulk([o.order_id for o in outcome.orders])
         )
+        trail: list[tuple[OrderEvent, AuditLog]] = []
         for want in outcome.orders:
-            written += _store_order(orders[want.order_id], want)
+            written += _store_order(orders[want.order_id], want, trail)
+        if trail:  # the history and audit rows of every transition: one INSERT each
+            OrderEvent.objects.bulk_create([event for event, _audit in trail])
+            record_audits([audit for _event, audit in trail])
         now = timezone.now()
         for want in outcome.subscriptions:
             sub = subs[want.subscription_id]

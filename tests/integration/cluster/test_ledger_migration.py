@@ -36,7 +36,7 @@ def test_claim_records_and_checkpoint_survive_the_move_exactly() -> None:
     project, product = world.project_a, world.products["tranche-v100-8g"]
     executor = _migrate(BEFORE)
     try:
-        old = executor.loader.project_state(BEFORE).apps
+        old = executor.loader.project_state([BEFORE[0]]).apps
         record = old.get_model("billing", "UsageRecord")
         checkpoint = old.get_model("billing", "MeteringCheckpoint")
         for i, (released, estimated) in enumerate([(None, False), (T0, True), (T0, False)]):

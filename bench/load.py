@@ -19,10 +19,12 @@ bench/results/load.json. Run: `.venv/bin/python bench/load.py [--seconds 10] [--
 from __future__ import annotations
 
 import argparse
+import contextlib
 import http.client
 import json
 import os
 import secrets
+import signal
 import socket
 import statistics
 import subprocess
@@ -97,49 +99,94 @@ class ConnectionSampler(threading.Thread):
 
 
 def start_portal(port: int, log: Path, tree: Path = ROOT) -> subprocess.Popen:
-    """The portal of `tree` (this one, or an extracted earlier commit) on this database."""
+    """The portal of `tree` on this database: this tree's as the chart runs it (production
+    settings, `portal.serve` one process per core, the agents' ingest as its own process group
+    on `proc.ingest_url`); an extracted earlier commit's as `make run` ran it (daphne)."""
+    from bench.scalekit import production
+
     state = os.environ.get("TRANCHE_STATE_DIR", str(ROOT / ".state"))
     env = {**os.environ, "PYTHONPATH": str(tree), "TRANCHE_DB_POOL_MAX_SIZE": str(PORTAL_POOL),
            "TRANCHE_STATE_DIR": state}  # fmt: skip
-    daphne = str(Path(sys.executable).parent / "daphne")
-    proc = subprocess.Popen(
-        [daphne, "-b", "127.0.0.1", "-p", str(port), "portal.asgi:application"],
-        cwd=tree, env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT,
-    )  # fmt: skip
+    ingest = None
+    if tree == ROOT:
+        env = production.production_env(env)  # make run's pool per process: PORTAL_POOL
+        production.collect_static(env)
+        argv = production.portal_argv(port)
+        ingest_port = free_port()
+        ingest = subprocess.Popen(
+            production.portal_argv(ingest_port, processes=1, role="ingest"), cwd=tree, env=env,
+            stdout=log.open("ab"), stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+    else:
+        daphne = str(Path(sys.executable).parent / "daphne")
+        argv = [daphne, "-b", "127.0.0.1", "-p", str(port), "portal.asgi:application"]
+    proc = subprocess.Popen(argv, cwd=tree, env=env, stdout=log.open("ab"),
+                            stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+    proc.ingest = ingest
+    proc.ingest_url = f"http://127.0.0.1:{ingest_port}" if ingest else f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
+    ports = [port] + ([int(urlsplit(proc.ingest_url).port)] if ingest else [])
     while time.monotonic() < deadline:
-        try:
-            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-            conn.request("GET", "/healthz")
-            if conn.getresponse().status == 200:
-                return proc
-        except OSError:
-            time.sleep(0.2)
-    proc.kill()
+        if all(_answers(p) for p in ports):
+            return proc
+        time.sleep(0.2)
+    stop_portal(proc)
     raise SystemExit(f"the portal did not start; see {log}")
 
 
-def stop_portal(proc: subprocess.Popen) -> None:
-    proc.terminate()
+def _answers(port: int) -> bool:
     try:
-        proc.wait(20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+        conn.request("GET", "/healthz")
+        return conn.getresponse().status == 200
+    except OSError:
+        return False
+
+
+def stop_portal(proc: subprocess.Popen) -> None:
+    for p in (proc, getattr(proc, "ingest", None)):
+        if p is None:
+            continue
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(p.pid, signal.SIGTERM)  # the server and its processes
+        try:
+            p.wait(20)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, signal.SIGKILL)
+
+
+def tree_pids(pid: int) -> list[int]:
+    """`pid` and every process below it (a multi-process server's workers)."""
+    found, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        found.append(p)
+        for task in Path(f"/proc/{p}/task").glob("*"):
+            with contextlib.suppress(OSError):
+                todo += [int(c) for c in (task / "children").read_text().split()]
+    return found
 
 
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process so far (Linux /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """User + system CPU time so far of a process and its children (Linux /proc)."""
+    total = 0
+    for p in tree_pids(pid):
+        with contextlib.suppress(OSError):
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
 
 
-def pages_with_fleet_reporting(args: argparse.Namespace, fleet, url: str) -> tuple[dict, dict]:
-    """50 browsers while every other node's agent reports all its pods at `args.agents_hz`."""
+def pages_with_fleet_reporting(args: argparse.Namespace, fleet, url: str,
+                               ingest_url: str = "") -> tuple[dict, dict]:  # fmt: skip
+    """50 browsers while every other node's agent reports all its pods at `args.agents_hz` (to
+    the ingest process group where the portal has one)."""
     from bench.scalekit import pages
     from bench.scalekit.agent_load import AgentLoad
 
     who = (url, fleet.username, fleet.password, fleet.project_id)
-    with AgentLoad(url, fleet.agents, args.agents_hz) as load:
+    with AgentLoad(ingest_url or url, fleet.agents, args.agents_hz) as load:
         row = pages.measure_pages(*who, clients=50, seconds=2 * args.seconds, closed_seconds=0)
     return row, load.summary()
 
@@ -167,7 +214,7 @@ def _pages_phase(args: argparse.Namespace, fleet, portal: subprocess.Popen, url:
 
 
 def _fleet_phase(args: argparse.Namespace, fleet, portal: subprocess.Popen, url: str) -> dict:
-    row, load = pages_with_fleet_reporting(args, fleet, url)
+    row, load = pages_with_fleet_reporting(args, fleet, url, portal.ingest_url)
     flat = {f"{p} {k}, fleet reporting": row[p][k] for p in ("quota", "live") for k in FIGURES}
     flat["fleet frames acked/s"] = load["acked_per_s"]
     flat["fleet ack lag p99 s"] = load["ack_lag_p99_s"]
@@ -291,7 +338,7 @@ def main() -> None:
             results["pages_open_loop_50"] = row
             print(json.dumps({"open loop, 50 browsers": row}), flush=True)
             if args.agents_hz > 0:
-                row, load = pages_with_fleet_reporting(args, fleet, url)
+                row, load = pages_with_fleet_reporting(args, fleet, url, portal.ingest_url)
                 results["pages_open_loop_50_fleet_reporting"] = {**row, "fleet": load}
                 print(json.dumps({"open loop, 50 browsers, fleet reporting": row,
                                   "fleet": load}), flush=True)  # fmt: skip

@@ -64,6 +64,12 @@ KINDS: dict[tuple[str, str], tuple[str, str, bool]] = {
         True,
     ),
     ("resource.k8s.io/v1", "DeviceClass"): ("/apis/resource.k8s.io/v1", "deviceclasses", False),
+    # GPUs out for maintenance (controller/gpu_maintenance.py), not part of the platform sync
+    ("resource.k8s.io/v1", "DeviceTaintRule"): (
+        "/apis/resource.k8s.io/v1",
+        "devicetaintrules",
+        False,
+    ),
     ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy"): (
         "/apis/admissionregistration.k8s.io/v1",
         "validatingadmissionpolicies",
@@ -79,7 +85,9 @@ NAMESPACED_MANAGED = [k for k, (_, _, ns) in KINDS.items() if ns]
 # Kinds with fields the API server never lets change, and the word its refusal names: such an
 # object is deleted and created again (a changed product's template, an older binding's roleRef).
 RECREATE_ON = {"ResourceClaimTemplate": "immutable", "RoleBinding": "roleRef"}
-PLATFORM_KINDS = [k for k, (_, _, ns) in KINDS.items() if not ns and k[1] != "Namespace"]
+PLATFORM_KINDS = [
+    k for k, (_, _, ns) in KINDS.items() if not ns and k[1] not in ("Namespace", "DeviceTaintRule")
+]
 
 # Process-wide totals (all Appliers), for benchmarks and the no-op resync check: calls by verb,
 # and LISTs by resource (plural name: "configmaps"), so a list per project shows as growth.
@@ -275,9 +283,12 @@ class Applier:
             by_namespace.setdefault(meta.get("namespace", ""), {})[meta["name"]] = obj
         return by_namespace
 
-    def list_path(self, path: str, selector: str = "") -> list[dict[str, Any]]:
+    def list_path(
+        self, path: str, selector: str = "", field_selector: str = ""
+    ) -> list[dict[str, Any]]:
         """The items of one LIST request on a collection path (e.g. every ResourceClaim)."""
         query = [("labelSelector", selector)] if selector else []
+        query += [("fieldSelector", field_selector)] if field_selector else []
         body = self._call("list", "GET", path, query=query)
         return (body or {}).get("items", [])
 

@@ -25,6 +25,7 @@ from controller.access import Member, accounts
 from controller.conditions import OpenOrder, SubscriptionState
 from controller.render.spec import Entitlement, PlanLimits, ProjectSpec
 from portal.access.models import ClusterAccess
+from portal.agents.gpu_service import InMaintenance, in_maintenance
 from portal.catalog.models import Product
 from portal.cluster.models import MeteringCheckpoint
 from portal.orders.models import Order, Subscription
@@ -124,6 +125,11 @@ def namespace_in_use(namespace: str) -> bool:
 def cancel_waits(project_id: int) -> bool:
     """Whether a cancel of the project waits for its claims to go (a released claim ends it)."""
     return Order.objects.filter(project_id=project_id, state=CANCELLING).exists()
+
+
+def gpus_in_maintenance() -> list[InMaintenance]:
+    """GPUs support marked out for maintenance (their newest mark), by node and GPU."""
+    return in_maintenance()
 
 
 def claims_checkpoint() -> str | None:

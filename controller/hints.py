@@ -8,6 +8,7 @@ cannot reach the broker is logged and lost, and the next resync does the same wo
 from __future__ import annotations
 
 import logging
+import time
 
 from celery import current_app
 from django.conf import settings
@@ -26,6 +27,8 @@ def send_reconcile(project_id: int) -> bool:
             queue=settings.CELERY_TASK_DEFAULT_QUEUE,
             retry=True,
             retry_policy={"max_retries": 1, "interval_start": 0, "interval_step": 0.5},
+            # as the portal's messages: the queue's age metric reads it (docs/metrics.md)
+            headers={"sent_at": time.time()},
         )
     except Exception:
         log.warning("could not send the reconcile of project %s: the resync will", project_id)

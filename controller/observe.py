@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-from tranche.names import CLAIM_REQUEST_NAME
+from tranche.names import CLAIM_REQUEST_NAME, DRIVER
 from tranche.observed import ObservedClaim, QuotaStatus
 from tranche.pod_reasons import ContainerFacts, PodFacts
 
@@ -120,7 +120,7 @@ def pod_summary(pod: dict[str, Any]) -> dict[str, Any]:
         "phase": status.get("phase", "Pending"),
         "reason": reason,
         # the node the pod is bound to and its uid: the agents' ingest accepts a pod's report only
-        # from that node (portal.agents.bindings)
+        # from that node (portal.cluster.bindings)
         "node": pod.get("spec", {}).get("nodeName", ""),
         "uid": pod.get("metadata", {}).get("uid", ""),
         "unschedulable": next(
@@ -197,3 +197,15 @@ def event_time(event: dict[str, Any]) -> str:
         or event.get("metadata", {}).get("creationTimestamp")
         or ""
     )
+
+
+def device_of_gpu(slices: Iterable[dict[str, Any]], gpu_uuid: str) -> str | None:
+    """The DRA device name (e.g. "gpu-2") whose `uuid` attribute is `gpu_uuid` in Tranche's
+    ResourceSlices; None if no slice publishes it."""
+    for s in slices:
+        if s["spec"].get("driver") != DRIVER:
+            continue
+        for d in s["spec"].get("devices", []):
+            if d.get("attributes", {}).get("uuid", {}).get("string") == gpu_uuid:
+                return d["name"]
+    return None

@@ -16,6 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nodeagent.agent import CORE_LIB, PUBLISH_EVERY, Options, run
+from nodeagent.compute_watch import DEFAULT_TOLERANCE_POINTS, DEFAULT_WINDOW_S
+
+METRICS_PORT = 9400  # the agent's /metrics, on by default (docs/metrics.md)
 
 
 @dataclass(frozen=True)
@@ -75,12 +78,25 @@ def parse(argv: list[str] | None = None) -> Options | FleetOptions:
     )
     r.add_argument("--sim-gpus", type=int, default=4)
     r.add_argument("--sim-model", default="Tesla V100-PCIE-32GB")
-    r.add_argument("--metrics-port", type=int, default=0, help="0: no /metrics endpoint")
+    r.add_argument(
+        "--metrics-port",
+        type=int,
+        default=METRICS_PORT,
+        help=f"/metrics port (default {METRICS_PORT}, on by default; 0: none)",
+    )
+    r.add_argument("--metrics-addr", default="127.0.0.1",
+                   help="address /metrics listens on (the chart: 0.0.0.0)")  # fmt: skip
     r.add_argument("--interval", type=float, default=1.0, help="status period in seconds")
     r.add_argument("--no-backstop", dest="backstop", action="store_false",
                    help="report, but do not stop, processes over their cap or on a GPU "
                         "their pod has no claim on")  # fmt: skip
     r.add_argument("--tolerance-mib", type=int, default=256)
+    r.add_argument("--compute-window", type=float, default=DEFAULT_WINDOW_S,
+                   help="seconds over which a claim's NVML utilisation is averaged against "
+                        "its compute share")  # fmt: skip
+    r.add_argument("--compute-tolerance", type=float, default=DEFAULT_TOLERANCE_POINTS,
+                   help="percentage points over its share a claim may average over the "
+                        "window before its busiest process is stopped")  # fmt: skip
     r.add_argument("--kernel-log", type=Path, default=Path("/dev/kmsg"),
                    help="where the driver logs XIDs with their process (with --simulate: "
                         "simgpu-fault's simulated log beside SIMGPU_STATE)")  # fmt: skip
@@ -104,11 +120,14 @@ def parse(argv: list[str] | None = None) -> Options | FleetOptions:
         sim_gpus=a.sim_gpus,
         sim_model=a.sim_model,
         metrics_port=a.metrics_port,
+        metrics_addr=a.metrics_addr,
         interval=a.interval,
         backstop=a.backstop,
         tolerance_mib=a.tolerance_mib,
         kernel_log=a.kernel_log,
         health_check_every=a.health_check_every,
+        compute_window_s=a.compute_window,
+        compute_tolerance_points=a.compute_tolerance,
     )
 
 

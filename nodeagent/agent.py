@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nodeagent import profiling
+from nodeagent.compute_watch import DEFAULT_TOLERANCE_POINTS, DEFAULT_WINDOW_S, ComputeWatch
 
 log = logging.getLogger("nodeagent")
 # Where an install puts the interception core (the image, the Helm chart); --core-lib or
@@ -47,6 +48,11 @@ class Options:
     # Where the driver logs XIDs with the process they belong to; simulation: simgpu-fault's log
     kernel_log: Path | None = Path("/dev/kmsg")
     health_check_every: float = 1.0  # seconds between "does each GPU still answer" checks
+    # The compute backstop (nodeagent/compute_watch.py): a claim's mean NVML utilisation over
+    # this window above its share by more than the tolerance stops its busiest process.
+    compute_window_s: float = DEFAULT_WINDOW_S
+    compute_tolerance_points: float = DEFAULT_TOLERANCE_POINTS
+    metrics_addr: str = "127.0.0.1"
 
 
 def api_client(kubeconfig: Path | None):
@@ -86,7 +92,8 @@ async def run(opts: Options) -> None:
     kernel_log = opts.kernel_log
     if opts.simulate and "SIMGPU_STATE" in sim_env:
         kernel_log = Path(sim_env["SIMGPU_STATE"] + ".kmsg")  # simgpu-fault's simulated log
-    health = HealthMonitor(gpus, kernel_log=kernel_log, check_every=opts.health_check_every)
+    health = HealthMonitor(gpus, kernel_log=kernel_log, check_every=opts.health_check_every,
+                           checkpoint=opts.state_dir / "gpu-health.json")  # fmt: skip
     log.info("node %s: %d GPU(s): %s", opts.node, len(gpus), ", ".join(g.uuid for g in gpus))
     api = api_client(opts.kubeconfig)
     publisher = SlicePublisher(api, opts.node)
@@ -105,6 +112,8 @@ async def run(opts: Options) -> None:
         # simgpu's NVML is loaded in this process in simulation mode and reports per-process
         # memory too, so the backstop runs there as on a real driver.
         nvml_process_memory=discovery.process_memory,
+        nvml_process_utilisation=discovery.process_utilisation,
+        compute=ComputeWatch(opts.compute_window_s, opts.compute_tolerance_points),
         tolerance_bytes=opts.tolerance_mib * 1024**2,
         kill_offenders=opts.backstop,
         tenant_pod=owners.TenantPods(api, opts.node),
@@ -144,10 +153,25 @@ def _health_findings(opts: Options, health, checkpoint, collector) -> None:
             collector.report(kind, ns, subject, detail, **extra)
 
 
+def _serve_metrics(opts: Options, health):
+    """The agent's /metrics (docs/metrics.md), or None when off or its port is taken: the
+    agent's work matters more than its /metrics."""
+    from nodeagent import metrics
+
+    if not opts.metrics_port:
+        return None
+    try:
+        gauges = metrics.serve(opts.node, opts.metrics_port, opts.metrics_addr)
+    except OSError as exc:
+        log.error("no /metrics on %s:%d: %s", opts.metrics_addr, opts.metrics_port, exc)
+        return None
+    gauges.slices.health = health
+    return gauges
+
+
 async def _loop(opts: Options, gpus, publisher, collector, *, health, checkpoint) -> None:
     """Tick at `interval` until SIGTERM/SIGINT; blocking work runs in the default executor. A
     health change wakes the loop at once: the pool is republished with the GPU's taint."""
-    from nodeagent import metrics
     from nodeagent.slices import device_taint
     from nodeagent.stream import StatusStream
 
@@ -164,10 +188,9 @@ async def _loop(opts: Options, gpus, publisher, collector, *, health, checkpoint
     if opts.portal and opts.token_file:
         token = opts.token_file.read_text().strip()
         stream = StatusStream(opts.portal, opts.node, token)
+        stream.on_in_service = health.mark_in_service
         tasks.append(asyncio.create_task(stream.run(stop)))
-    gauges = metrics.serve(opts.node, opts.metrics_port) if opts.metrics_port else None
-    if gauges is not None:
-        gauges.health = health
+    gauges = _serve_metrics(opts, health)
     last_publish = 0.0
     try:
         while not stop.is_set():
@@ -188,7 +211,9 @@ async def _loop(opts: Options, gpus, publisher, collector, *, health, checkpoint
             if stream is not None:
                 stream.offer(gpu_status, pods, collector.take_findings())
             if gauges is not None:
-                gauges.update(list(pods.values()))
+                nvml = await loop.run_in_executor(None, _utilisation, gpus)
+                gauges.slices.update(collector.slices, nvml, collector.backstop_actions)
+                gauges.tick.observe(time.monotonic() - started)
             wait = max(0.05, opts.interval - (time.monotonic() - started))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(_either(stop, wake), timeout=wait)
@@ -196,6 +221,13 @@ async def _loop(opts: Options, gpus, publisher, collector, *, health, checkpoint
         stop.set()
         for t in tasks:
             await asyncio.gather(t, return_exceptions=True)
+
+
+def _utilisation(gpus) -> list[tuple[str, str, int | None]]:
+    """(uuid, model, NVML utilisation percent) of every GPU, for /metrics."""
+    from nodeagent import discovery
+
+    return [(g.uuid, g.name, discovery.utilisation(g.uuid)) for g in gpus]
 
 
 async def _either(a: asyncio.Event, b: asyncio.Event) -> None:

@@ -124,14 +124,51 @@ def process_memory(uuid: str) -> dict[int, int]:
     call) and kept, with each GPU's handle: an init costs milliseconds on a real driver."""
     import pynvml
 
+    h = _kept_handle(uuid)
+    procs = _optional(lambda: pynvml.nvmlDeviceGetComputeRunningProcesses(h), [], "procs")
+    return {int(p.pid): int(p.usedGpuMemory or 0) for p in procs}
+
+
+def _kept_handle(uuid: str):
+    """The NVML handle of one GPU, kept for the life of the process (see `process_memory`)."""
+    import pynvml
+
     with _nvml_kept:
         h = _nvml_handles.get(uuid)
         if h is None:
             if not _nvml_handles:
                 pynvml.nvmlInit()  # never shut down: held for the life of the process
             h = _nvml_handles[uuid] = pynvml.nvmlDeviceGetHandleByUUID(uuid)
-    procs = _optional(lambda: pynvml.nvmlDeviceGetComputeRunningProcesses(h), [], "procs")
-    return {int(p.pid): int(p.usedGpuMemory or 0) for p in procs}
+    return h
+
+
+def process_utilisation(uuid: str) -> dict[int, float]:
+    """Per-process SM utilisation (pid -> percent) for one GPU: each process's latest sample
+    (`nvmlDeviceGetProcessUtilization`); empty when NVML has none or cannot tell."""
+    import pynvml
+
+    h = _kept_handle(uuid)
+    try:
+        samples = pynvml.nvmlDeviceGetProcessUtilization(h, 0)
+    except pynvml.NVMLError as exc:  # NOT_FOUND: no process ran since; others: cannot tell
+        if exc.value != pynvml.NVML_ERROR_NOT_FOUND:
+            log.warning("per-process utilisation of %s unavailable: %s", uuid, exc)
+        return {}
+    latest: dict[int, tuple[int, float]] = {}
+    for s in samples:
+        if int(s.pid) not in latest or int(s.timeStamp) > latest[int(s.pid)][0]:
+            latest[int(s.pid)] = (int(s.timeStamp), float(s.smUtil))
+    return {pid: pct for pid, (_, pct) in latest.items()}
+
+
+def utilisation(uuid: str) -> int | None:
+    """NVML's whole-GPU utilisation (percent of time a kernel ran, its last sample period), or
+    None when NVML cannot tell."""
+    import pynvml
+
+    h = _kept_handle(uuid)
+    rates = _optional(lambda: pynvml.nvmlDeviceGetUtilizationRates(h), None, "utilisation")
+    return None if rates is None else int(rates.gpu)
 
 
 _measured_by_model: dict[str, int] = {}

@@ -8,8 +8,10 @@ learns is classified by `nodeagent.xid`:
 - FATAL (XID 48, 79, 94, 95, ...; a double-bit ECC error; a GPU that stopped answering): the GPU
   is unhealthy from that moment. `unhealthy()` lists it, the publisher turns it into a NoExecute
   device taint, and Kubernetes evicts the pods using it. It is healthy again once the GPU was
-  reset: it stopped answering and answers again (a fatal XID on a GPU that never stopped
-  answering stays until the agent restarts: its health state is not checkpointed).
+  reset: it stopped answering and answers again, or support marked it back in service
+  (`mark_in_service`, sent by the portal with its answers) and it answers. The unhealthy
+  GPUs are checkpointed (`checkpoint`, in the agent's state folder), so an agent restart keeps
+  their taints.
 - APPLICATION (XID 13, 31, 43, ...): one process's own fault. The kernel log line the driver
   writes for it ("NVRM: Xid (PCI:0000:3b:00): 13, pid=1234, name=python, ...") names the
   process; the event carries that pid so only its pod is told. Nothing is tainted.
@@ -22,6 +24,7 @@ called so the agent publishes at once instead of at its next periodic pass.
 from __future__ import annotations
 
 import ctypes
+import json
 import logging
 import os
 import re
@@ -137,8 +140,10 @@ class HealthMonitor:
         check_every: float = 1.0,
         wait_ms: int = 200,
         clock: Callable[[], float] = time.time,
+        checkpoint: Path | None = None,
     ) -> None:
         self.gpus = {g.uuid: g for g in gpus}
+        self.checkpoint = checkpoint
         self.on_change = on_change
         self.kernel_log = KernelLog(kernel_log) if kernel_log else None
         self.check_every = check_every
@@ -156,11 +161,71 @@ class HealthMonitor:
         self._handles: dict[str, object] = {}
         self._by_address: dict[int, str] = {}
         self._buses: dict[str, int] = {}
+        self._load()
+
+    # -- checkpoint: the unhealthy GPUs outlive a restart of the agent ----------------------
+    def _load(self) -> None:
+        """The GPUs held unhealthy when the agent last ran (a fatal XID on a GPU that kept
+        answering is not seen again: without this a restart would untaint it). GPUs this node
+        no longer has are dropped; an unreadable file is logged and ignored."""
+        if self.checkpoint is None or not self.checkpoint.exists():
+            return
+        try:
+            saved = json.loads(self.checkpoint.read_text())
+            for uuid, u in saved.items():
+                if uuid in self.gpus:
+                    verdict = Verdict(Severity.FATAL, str(u["meaning"]), str(u["taint"]))
+                    xid = None if u.get("xid") is None else int(u["xid"])
+                    self._unhealthy[uuid] = Unhealthy(uuid, float(u["since"]), verdict, xid)
+                    if u.get("lost"):  # it answering again is then its recovery, as before
+                        self._lost.add(uuid)
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            log.error("GPU health checkpoint %s unreadable (%s): starting from healthy",
+                      self.checkpoint, exc)  # fmt: skip
+            return
+        if self._unhealthy:
+            log.warning("GPU health checkpoint: %s still unhealthy", ", ".join(self._unhealthy))
+
+    def _save(self) -> None:
+        """Write the unhealthy GPUs (call with `_lock` held): to a temporary file, then renamed,
+        so a crash mid-write leaves the previous checkpoint."""
+        if self.checkpoint is None:
+            return
+        body = {
+            u.uuid: {"since": u.since, "xid": u.xid, "meaning": u.verdict.meaning,
+                     "taint": u.verdict.taint_value, "lost": u.uuid in self._lost}
+            for u in self._unhealthy.values()
+        }  # fmt: skip
+        tmp = self.checkpoint.with_suffix(".tmp")
+        try:
+            tmp.parent.mkdir(parents=True, exist_ok=True)
+            tmp.write_text(json.dumps(body, sort_keys=True))
+            os.replace(tmp, self.checkpoint)
+        except OSError as exc:
+            log.error("GPU health checkpoint %s not written: %s", self.checkpoint, exc)
 
     # -- what the agent reads ------------------------------------------------------------------
     def unhealthy(self) -> dict[str, Unhealthy]:
         with self._lock:
             return dict(self._unhealthy)
+
+    def mark_in_service(self, uuid: str, at: float) -> bool:
+        """Support marked the GPU back in service at `at` (epoch s, the portal's clock): a
+        failure the agent saw before then is dropped, with a recovery event, if the GPU answers
+        now. A GPU that does not answer stays unhealthy (its reset, once it answers, clears it);
+        a failure after the mark is news the mark did not know of. True when it was dropped."""
+        with self._lock:
+            was = self._unhealthy.get(uuid)
+            if was is None or was.since > at or uuid in self._lost:
+                return False
+            del self._unhealthy[uuid]
+            self._save()
+        meaning = "marked back in service by support"
+        self._record(HealthEvent(self.clock(), uuid, Severity.FATAL, meaning, was.xid,
+                                 recovered=True))  # fmt: skip
+        log.warning("GPU %s marked back in service by support: healthy", uuid)
+        self.on_change()
+        return True
 
     def take_events(self) -> list[HealthEvent]:
         out = []
@@ -253,6 +318,7 @@ class HealthMonitor:
             self._register(pynvml, event_set, uuid)  # a reset GPU needs its events again
             with self._lock:
                 was = self._unhealthy.pop(uuid, None)
+                self._save()
             meaning = "GPU answers again (reset)"
             self._record(HealthEvent(self.clock(), uuid, Severity.FATAL, meaning,
                                      was.xid if was else None, recovered=True))  # fmt: skip
@@ -288,6 +354,7 @@ class HealthMonitor:
             first = uuid not in self._unhealthy
             if first:  # the first cause names the taint; later ones do not move its time
                 self._unhealthy[uuid] = Unhealthy(uuid, now, verdict, xid)
+                self._save()
         log.error("GPU %s unhealthy: %s (XID %s)", uuid, verdict.meaning, xid)
         self._record(HealthEvent(now, uuid, Severity.FATAL, verdict.meaning, xid))
         self.on_change()

@@ -1,68 +1,95 @@
-"""Prometheus metrics of the agent, one series per pod and GPU, from the latest collected status.
+"""Prometheus metrics of the agent: one series per slice and GPU, from the latest collected tick.
 
-A custom collector renders the last sample on each scrape, so pods that went away disappear
-from the next scrape instead of lingering as stale gauges.
+A custom collector renders the last sample on each scrape, so slices that went away disappear
+from the next scrape instead of lingering as stale gauges. Labels are bounded: node, namespace,
+pod, claim, gpu_uuid, gpu_model (names Kubernetes validated, never a tenant's free text).
+Every family here is in docs/metrics.md's table (tests/integration/metrics diff the two).
+
+The kernel-busy counter is the core's launch accounting (`compute_used_ns` in the region), read
+as it is: `rate(tranche_slice_kernel_busy_seconds_total[1m])` per slice sums, over the slices of
+one card, to NVML's `tranche_gpu_utilization_ratio` (what a whole-GPU exporter can tell).
 """
 
 from __future__ import annotations
 
 import threading
 
+from prometheus_client import Histogram, disable_created_metrics
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector, CollectorRegistry
 
-LABELS = ["node", "namespace", "pod", "gpu_uuid"]
+SLICE_LABELS = ["node", "namespace", "pod", "claim", "gpu_uuid", "gpu_model"]
+GPU_LABELS = ["node", "gpu_uuid", "gpu_model"]
+# (family, kind, help, SliceUsage field)
+SLICE_FAMILIES = (
+    ("tranche_slice_memory_used_bytes", "gauge", "GPU memory the slice holds", "memory_used_bytes"),
+    ("tranche_slice_memory_limit_bytes", "gauge", "GPU memory cap of the slice",
+     "memory_limit_bytes"),
+    ("tranche_slice_compute_used_ratio", "gauge",
+     "kernel-busy time over wall time during the agent's last tick", "compute_used_ratio"),
+    ("tranche_slice_compute_target_ratio", "gauge", "compute share sold", "compute_target_ratio"),
+    ("tranche_slice_rejected_allocations", "counter", "allocations refused over the memory cap",
+     "rejected_allocations"),
+    ("tranche_slice_throttled_seconds", "counter", "time launches waited for compute budget",
+     "throttled_seconds"),
+    ("tranche_slice_kernel_busy_seconds", "counter",
+     "device time the slice's kernels occupied the GPU (the core's launch accounting)",
+     "busy_seconds"),
+    ("tranche_slice_contexts", "gauge", "processes holding a CUDA context on the slice",
+     "contexts"),
+    ("tranche_slice_region_slots_in_use", "gauge",
+     "slots of the claim's accounting region taken (of 64)", "slots_in_use"),
+    ("tranche_slice_idle_seconds", "gauge",
+     "how long the slice has run under 1% kernel-busy (0 while busy)", "idle_seconds"),
+)  # fmt: skip
+
+disable_created_metrics()  # no `_created` series: nothing reads them (docs/metrics.md)
 
 
 class SliceMetrics(Collector):
     def __init__(self, node: str) -> None:
         self.node = node
-        self._pods: list[dict] = []
+        self._slices: list = []
+        self._gpus: list[tuple[str, str, int | None]] = []
+        self._backstop: dict[str, int] = {}
         self._lock = threading.Lock()
         self.health = None  # nodeagent.health.HealthMonitor, once the agent set it
 
-    def update(self, pods: list[dict]) -> None:
+    def update(self, slices: list, gpus=(), backstop: dict[str, int] | None = None) -> None:
+        """`slices`: SliceUsage of the last tick; `gpus`: (uuid, model, NVML percent or None);
+        `backstop`: backstop actions since start by reason."""
         with self._lock:
-            self._pods = list(pods)
+            self._slices = list(slices)
+            self._gpus = list(gpus)
+            self._backstop = dict(backstop or {})
 
     def collect(self):
         with self._lock:
-            pods = list(self._pods)
-        fams = {
-            "memory_used": GaugeMetricFamily(
-                "tranche_slice_memory_used_bytes", "GPU memory the slice holds", labels=LABELS
-            ),
-            "memory_limit": GaugeMetricFamily(
-                "tranche_slice_memory_limit_bytes", "GPU memory cap of the slice", labels=LABELS
-            ),
-            "compute_used": GaugeMetricFamily(
-                "tranche_slice_compute_used_percent",
-                "share of the GPU's time used over the last interval",
-                labels=LABELS,
-            ),
-            "compute_target": GaugeMetricFamily(
-                "tranche_slice_compute_target_percent", "compute share sold", labels=LABELS
-            ),
-            "rejected": CounterMetricFamily(
-                "tranche_slice_rejected_allocations",
-                "allocations refused over the memory cap",
-                labels=LABELS,
-            ),
-            "throttled": CounterMetricFamily(
-                "tranche_slice_throttled_seconds",
-                "time launches waited for compute budget",
-                labels=LABELS,
-            ),
-        }
-        for p in pods:
-            labels = [self.node, p["namespace"], p["pod"], p["gpu_uuid"]]
-            fams["memory_used"].add_metric(labels, p["memory_used_bytes"])
-            fams["memory_limit"].add_metric(labels, p["memory_limit_bytes"])
-            fams["compute_used"].add_metric(labels, p["compute_used_percent"])
-            fams["compute_target"].add_metric(labels, p["compute_target_percent"])
-            fams["rejected"].add_metric(labels, p["rejected_allocations"])
-            fams["throttled"].add_metric(labels, p["throttled_seconds"])
-        yield from fams.values()
+            slices, gpus, backstop = list(self._slices), list(self._gpus), dict(self._backstop)
+        for name, kind, doc, attr in SLICE_FAMILIES:
+            cls = CounterMetricFamily if kind == "counter" else GaugeMetricFamily
+            fam = cls(name, doc, labels=SLICE_LABELS)
+            for s in slices:
+                labels = [self.node, s.namespace, s.pod, s.claim, s.gpu_uuid, s.gpu_model]
+                fam.add_metric(labels, getattr(s, attr))
+            yield fam
+        util = GaugeMetricFamily(
+            "tranche_gpu_utilization_ratio",
+            "NVML's whole-GPU utilisation: fraction of time a kernel ran",
+            labels=GPU_LABELS,
+        )
+        for uuid, model, pct in gpus:
+            if pct is not None:
+                util.add_metric([self.node, uuid, model], pct / 100)
+        yield util
+        actions = CounterMetricFamily(
+            "tranche_agent_backstop_actions",
+            "processes the NVML backstop stopped, by reason (over-cap, over-share, no-claim)",
+            labels=["node", "reason"],
+        )
+        for reason in ("over-cap", "over-share", "no-claim"):
+            actions.add_metric([self.node, reason], backstop.get(reason, 0))
+        yield actions
         if self.health is not None:
             yield from self._health_families()
 
@@ -88,12 +115,26 @@ class SliceMetrics(Collector):
         yield events
 
 
-def serve(node: str, port: int, addr: str = "127.0.0.1") -> SliceMetrics:
-    """Start the /metrics HTTP endpoint; returns the collector to update."""
+class AgentMetrics:
+    """The agent's registry: the slice collector and the tick-duration histogram."""
+
+    def __init__(self, node: str) -> None:
+        self.registry = CollectorRegistry()
+        self.slices = SliceMetrics(node)
+        self.registry.register(self.slices)
+        self.tick = Histogram(
+            "tranche_agent_tick_seconds",
+            "time one agent tick took (regions, NVML, backstop, status message)",
+            ["node"],
+            registry=self.registry,
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
+        ).labels(node)
+
+
+def serve(node: str, port: int, addr: str = "127.0.0.1") -> AgentMetrics:
+    """Start the /metrics HTTP endpoint; returns the metrics to update."""
     from prometheus_client import start_http_server
 
-    registry = CollectorRegistry()
-    metrics = SliceMetrics(node)
-    registry.register(metrics)
-    start_http_server(port, addr=addr, registry=registry)
+    metrics = AgentMetrics(node)
+    start_http_server(port, addr=addr, registry=metrics.registry)
     return metrics

@@ -25,7 +25,9 @@ from pathlib import Path
 
 from nodeagent import owners, region
 from nodeagent.checkpoint import Checkpoint, PreparedClaim
+from nodeagent.compute_watch import ComputeWatch
 from nodeagent.discovery import GpuInfo
+from nodeagent.slice_usage import IdleTracker, SliceUsage
 from tranche.agent_protocol import Finding, GpuReport, PodReport
 
 log = logging.getLogger(__name__)
@@ -41,6 +43,9 @@ class Collector:
     checkpoint: Checkpoint
     gpus: list[GpuInfo]
     nvml_process_memory: object = None  # callable(uuid) -> {pid: bytes}, None: no cross-check
+    # callable(uuid) -> {pid: SM utilisation %}, None: compute not watched
+    nvml_process_utilisation: object = None
+    compute: ComputeWatch = field(default_factory=ComputeWatch)
     tolerance_bytes: int = 256 * 1024**2
     kill_offenders: bool = False
     proc: Path = owners.PROC  # where processes' cgroups are read (the host's /proc)
@@ -51,6 +56,11 @@ class Collector:
     _findings: deque = field(default_factory=lambda: deque(maxlen=FINDINGS_KEPT))
     # (claim uid, GPU) disagreeing at the last check: reported once while it lasts, not per tick
     _disagreeing: set = field(default_factory=set)
+    # Backstop actions since start, by reason ("over-cap", "no-claim"): the metrics' counter
+    backstop_actions: dict = field(default_factory=dict)
+    # What the last collect() saw per slice, for /metrics (nodeagent/slice_usage.py)
+    slices: list = field(default_factory=list)
+    _idle: IdleTracker = field(default_factory=IdleTracker)
 
     def take_findings(self) -> list[Finding]:
         """The findings since the last call, oldest first (the next status message sends them)."""
@@ -100,46 +110,88 @@ class Collector:
         cgroup (simulation mode), when it holds a slot in the claim's region. A process in a
         pod with no claim on that GPU got the GPU by a path that was not sold. Host processes
         are not a tenant's and are left alone."""
-        if self.nvml_process_memory is None:
+        if self.nvml_process_memory is None and self.nvml_process_utilisation is None:
             return []
         findings: list[str] = []
         disagreeing: set[tuple[str, str]] = set()
         claims = [c for c in self.checkpoint.all() if c.uid in readings]
         for gpu in self.gpus:
-            per_pid = self.nvml_process_memory(gpu.uuid)
             on_gpu = [c for c in claims if any(d.uuid == gpu.uuid for d in c.devices)]
             by_pod = {pod.split("/")[2]: c for c in on_gpu for pod in c.pods if pod.count("/") == 2}
             by_slot = {s.pid: c for c in on_gpu for s in _live_slots(readings[c.uid])}
-            held: dict[str, dict[int, int]] = {}
-            bypassed: set[int] = set()  # processes not accounted in their claim's region
-            for pid, used in per_pid.items():
+
+            def owner(pid: int, by_pod=by_pod, by_slot=by_slot) -> tuple:
+                """(claim or None, pod uid or None, accounted in the claim's region)."""
                 pod = owners.pod_uid(pid, self.proc)
                 in_slot = by_slot.get(owners.ns_pid(pid, self.proc))
                 claim = by_pod.get(pod) if pod else in_slot
-                if claim is not None and in_slot is not claim:
-                    bypassed.add(pid)
-                if claim is not None:
-                    held.setdefault(claim.uid, {})[pid] = used
-                elif pod is not None:
-                    findings.extend(self._unclaimed(pod, pid, used, gpu.uuid))
-            for claim in on_gpu:
-                pids = held.get(claim.uid, {})
-                limit = next(d.memory_bytes for d in claim.devices if d.uuid == gpu.uuid)
-                if sum(pids.values()) > limit + self.tolerance_bytes:
-                    # A process that escaped the core's accounting is the cause: it goes first.
-                    suspects = {p: b for p, b in pids.items() if p in bypassed} or pids
-                    worst = max(suspects, key=suspects.get)
-                    findings.append(
-                        f"claim {claim.uid} uses {sum(pids.values())} B on {gpu.uuid} over its "
-                        f"{limit} B cap; offending pid {worst}"
-                    )
-                    disagreeing.add((claim.uid, gpu.uuid))
-                    if (claim.uid, gpu.uuid) not in self._disagreeing:
-                        self._disagree(claim, gpu.uuid, sum(pids.values()), readings[claim.uid])
-                    self._stop(worst, claim.namespace, _pod_of(claim), f"claim {claim.name}")
+                return claim, pod, in_slot is claim
+
+            if self.nvml_process_memory is not None:
+                findings += self._check_memory(gpu, on_gpu, owner, readings, disagreeing)
+            if self.nvml_process_utilisation is not None:
+                findings += self._check_compute(gpu, on_gpu, owner)
         self._disagreeing = disagreeing
+        self.compute.forget({(c.uid, d.uuid) for c in claims for d in c.devices})
         for f in findings:
             log.warning("backstop: %s", f)
+        return findings
+
+    def _check_memory(self, gpu, on_gpu, owner, readings, disagreeing: set) -> list[str]:
+        """NVML's per-process memory on `gpu` against each claim's cap (see cross_check)."""
+        findings: list[str] = []
+        held: dict[str, dict[int, int]] = {}
+        bypassed: set[int] = set()  # processes not accounted in their claim's region
+        for pid, used in self.nvml_process_memory(gpu.uuid).items():
+            claim, pod, accounted = owner(pid)
+            if claim is not None and not accounted:
+                bypassed.add(pid)
+            if claim is not None:
+                held.setdefault(claim.uid, {})[pid] = used
+            elif pod is not None:
+                findings.extend(self._unclaimed(pod, pid, used, gpu.uuid))
+        for claim in on_gpu:
+            pids = held.get(claim.uid, {})
+            limit = next(d.memory_bytes for d in claim.devices if d.uuid == gpu.uuid)
+            if sum(pids.values()) > limit + self.tolerance_bytes:
+                # A process that escaped the core's accounting is the cause: it goes first.
+                suspects = {p: b for p, b in pids.items() if p in bypassed} or pids
+                worst = max(suspects, key=suspects.get)
+                findings.append(
+                    f"claim {claim.uid} uses {sum(pids.values())} B on {gpu.uuid} over its "
+                    f"{limit} B cap; offending pid {worst}"
+                )
+                disagreeing.add((claim.uid, gpu.uuid))
+                if (claim.uid, gpu.uuid) not in self._disagreeing:
+                    self._disagree(claim, gpu.uuid, sum(pids.values()), readings[claim.uid])
+                self._stop(
+                    worst, claim.namespace, _pod_of(claim), f"claim {claim.name}", "over-cap"
+                )
+        return findings
+
+    def _check_compute(self, gpu, on_gpu, owner) -> list[str]:
+        """NVML's per-process SM utilisation on `gpu`, summed per claim, against its share over
+        the compute watch's window (nodeagent/compute_watch.py); the busiest process of a
+        claim over it for a whole window is stopped."""
+        findings: list[str] = []
+        busy: dict[str, dict[int, float]] = {}
+        for pid, percent in self.nvml_process_utilisation(gpu.uuid).items():
+            claim = owner(pid)[0]
+            if claim is not None:
+                busy.setdefault(claim.uid, {})[pid] = percent
+        now = time.monotonic()
+        for claim in on_gpu:
+            share = next(d.compute_percent for d in claim.devices if d.uuid == gpu.uuid)
+            verdict = self.compute.observe(now, (claim.uid, gpu.uuid), busy.get(claim.uid, {}),
+                                           share)  # fmt: skip
+            if verdict is None:
+                continue
+            pid, mean = verdict
+            why = (f"claim {claim.name} used {mean:.0f} % of {gpu.uuid} over "
+                   f"{self.compute.window_s:g} s, its share {share} % "
+                   f"(tolerance {self.compute.tolerance_points:g} points)")  # fmt: skip
+            findings.append(f"{why}; offending pid {pid}")
+            self._stop(pid, claim.namespace, _pod_of(claim), why, "over-share")
         return findings
 
     def _unclaimed(self, pod: str, pid: int, used: int, uuid: str) -> list[str]:
@@ -152,7 +204,7 @@ class Collector:
         finding = f"pod {pod} uses {used} B on {uuid} without a claim on it; offending pid {pid}"
         if tenant is None:
             return [f"{finding}; whose pod it is is unknown now, not stopped"]
-        self._stop(pid, "", pod, f"no claim on {uuid} ({used // MIB} MiB)")
+        self._stop(pid, "", pod, f"no claim on {uuid} ({used // MIB} MiB)", "no-claim")
         return [finding]
 
     def _disagree(
@@ -167,10 +219,11 @@ class Collector:
             f"tolerance {self.tolerance_bytes // MIB} MiB)",
         )  # fmt: skip
 
-    def _stop(self, pid: int, namespace: str, pod: str, why: str) -> None:
+    def _stop(self, pid: int, namespace: str, pod: str, why: str, reason: str) -> None:
         if self.kill_offenders:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+                self.backstop_actions[reason] = self.backstop_actions.get(reason, 0) + 1
                 self.report("backstop-stopped", namespace, pod, f"stopped pid {pid}: {why}")
 
     def collect(self) -> tuple[list[GpuReport], dict[tuple[str, str], PodReport]]:
@@ -181,6 +234,8 @@ class Collector:
         claims = self.checkpoint.all()
         readings = {c.uid: self._read(c) for c in claims}
         self.cross_check(readings)
+        self.slices = self._slice_usage(now, claims, readings)
+        idle = {(s.namespace, s.claim, s.gpu_uuid): s.idle_seconds for s in self.slices}
         for claim in claims:
             reading = readings[claim.uid]
             by_uuid = {d.uuid: d for d in reading.devices} if reading else {}
@@ -207,6 +262,7 @@ class Collector:
                         compute_used_percent=round(max(0.0, share), 2),
                         throttled_seconds=round((usage.throttled_ns if usage else 0) / 1e9, 3),
                         processes=len(reading.live_slots) if reading else 0,
+                        idle_seconds=idle.get((claim.namespace, claim.name, dev.uuid), 0.0),
                     )
         gpus = [
             GpuReport(
@@ -219,6 +275,38 @@ class Collector:
             for g in self.gpus
         ]
         return gpus, pods
+
+    def _slice_usage(self, now: float, claims, readings) -> list[SliceUsage]:
+        models = {g.uuid: g.name for g in self.gpus}
+        usages = {}
+        for claim in claims:
+            reading = readings[claim.uid]
+            by_uuid = {d.uuid: d for d in reading.devices} if reading else {}
+            for dev in claim.devices:
+                usages[f"{claim.uid}/{dev.uuid}"] = (claim, dev, reading, by_uuid.get(dev.uuid))
+        seen = self._idle.observe(
+            now, {k: u.compute_used_ns if u else 0 for k, (_c, _d, _r, u) in usages.items()}
+        )
+        out = []
+        for key, (claim, dev, reading, usage) in usages.items():
+            ratio, idle = seen[key]
+            out.append(
+                SliceUsage(
+                    namespace=claim.namespace, pod=_pod_of(claim), claim=claim.name,
+                    gpu_uuid=dev.uuid, gpu_model=models.get(dev.uuid, ""),
+                    memory_used_bytes=usage.memory_used if usage else 0,
+                    memory_limit_bytes=dev.memory_bytes,
+                    compute_target_ratio=dev.compute_percent / 100,
+                    compute_used_ratio=round(ratio, 4),
+                    rejected_allocations=usage.rejected_allocations if usage else 0,
+                    throttled_seconds=(usage.throttled_ns if usage else 0) / 1e9,
+                    busy_seconds=(usage.compute_used_ns if usage else 0) / 1e9,
+                    contexts=len(reading.live_slots) if reading else 0,
+                    slots_in_use=len(reading.slots) if reading else 0,
+                    idle_seconds=round(idle, 1),
+                )
+            )  # fmt: skip
+        return out
 
 
 def _pod_of(claim: PreparedClaim) -> str:

@@ -18,6 +18,7 @@ import logging
 import random
 import time
 from collections import deque
+from collections.abc import Callable
 from urllib.parse import urlsplit
 
 from tranche.agent_protocol import (
@@ -86,6 +87,9 @@ class StatusStream:
         self._full = False
         self._due = False
         self._wake = asyncio.Event()
+        # (GPU UUID, when): support marked the GPU back in service (`StatusAck.in_service`);
+        # the agent points it at its health monitor (called on the event loop's thread).
+        self.on_in_service: Callable[[str, float], object] = lambda gpu, at: None
 
     @property
     def pending(self) -> dict[Key, PodReport | None]:
@@ -182,6 +186,8 @@ class StatusStream:
             return
         seq = int(reply["ack"])
         self.acked = max(self.acked, seq)
+        for mark in reply.get("in_service", []):
+            self.on_in_service(str(mark["gpu"]), float(mark["at"]))
         sent = self._inflight.pop(seq, {})
         for finding in self._findings_sent.pop(seq, []):
             with contextlib.suppress(ValueError):

@@ -70,6 +70,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # Outermost: every answer is timed by its view's name (/metrics, docs/metrics.md).
+    "portal.core.request_metrics.RequestMetricsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -262,6 +264,9 @@ METRICS_TOKEN = env_str("TRANCHE_METRICS_TOKEN", "")
 # two missed reports (plus one period of slack for scheduling): its rows on the live page are
 # marked stale and the support console names it (portal/status/fleet.py).
 AGENT_REPORT_SECONDS = env_float("TRANCHE_AGENT_REPORT_SECONDS", 1.0, minimum=0.1)
+# A slice under 1 % kernel-busy this long is idle: the live page and the support console say
+# what it costs (portal/status/idle.py); the TrancheSliceIdle alert uses the same window.
+IDLE_SLICE_SECONDS = env_int("TRANCHE_IDLE_SLICE_SECONDS", 6 * 3600, minimum=1)
 AGENT_LATE_SECONDS = env_float(
     "TRANCHE_AGENT_LATE_SECONDS", 3 * AGENT_REPORT_SECONDS, minimum=AGENT_REPORT_SECONDS
 )
@@ -383,8 +388,7 @@ X_FRAME_OPTIONS = "DENY"
 # Transport: production is HTTPS only. Behind a TLS-terminating proxy, name the header it sets
 # (TRANCHE_PROXY_SSL_HEADER=X-Forwarded-Proto) and make sure the proxy overwrites it.
 SECURE_SSL_REDIRECT = env_bool("TRANCHE_SSL_REDIRECT", default=not DEBUG)
-SECURE_REDIRECT_EXEMPT = [
-    r"^healthz$",
+SECURE_REDIRECT_EXEMPT = [  # /healthz never reaches Django (portal/core/liveness.py)
     r"^readyz$",
     r"^metrics$",
 ]  # probes speak plain HTTP inside the pod
@@ -414,11 +418,23 @@ CONTENT_SECURITY_POLICY = {
 }
 # Login throttling (django-axes) on every authenticate(): /login/ and /admin/login/. After
 # AXES_FAILURE_LIMIT wrong passwords for one username from one address, that pair is refused
-# for the cool-off; staff unlock early by deleting the "Access attempt" in the admin.
+# for the cool-off; after TRANCHE_LOGIN_USERNAME_FAILURE_LIMIT for one username from all
+# addresses together, the username is (portal.core.lockout_handler says why it is higher).
+# Staff unlock early by deleting the "Access attempts" in the admin.
 AXES_FAILURE_LIMIT = env_int("TRANCHE_LOGIN_FAILURE_LIMIT", 5, minimum=1)
+TRANCHE_LOGIN_USERNAME_FAILURE_LIMIT = env_int(
+    "TRANCHE_LOGIN_USERNAME_FAILURE_LIMIT", 20, minimum=AXES_FAILURE_LIMIT
+)
 AXES_COOLOFF_TIME = env_int("TRANCHE_LOGIN_COOLOFF_MINUTES", 15, minimum=1) / 60  # hours
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_HANDLER = "portal.core.lockout_handler.LockoutHandler"
 AXES_LOCKOUT_CALLABLE = "portal.core.lockout.locked_out"
+# The client's address: the socket's peer, or behind TRANCHE_TRUSTED_PROXY_HOPS proxies (the
+# chart's portal.proxy.trustedHops) the right-most X-Forwarded-For entry they did not write
+# (portal.core.client_address). Set it to exactly the number of proxies in front of the portal:
+# one too many and clients choose their address, one too few and every client is the proxy.
+TRANCHE_TRUSTED_PROXY_HOPS = env_int("TRANCHE_TRUSTED_PROXY_HOPS", 0, minimum=0)
+AXES_CLIENT_IP_CALLABLE = "portal.core.client_address.client_address"
 AXES_RESET_ON_SUCCESS = True
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",

@@ -7,6 +7,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import path, register_converter
 
 from portal.access import views as access_views
+from portal.billing import metrics as billing_metrics
 from portal.billing import views as billing_views
 from portal.catalog import views as catalog_views
 from portal.core import views as core_views
@@ -35,9 +36,9 @@ handler500 = "portal.core.outage.server_error"
 P = "projects/<id:project_id>/"
 
 urlpatterns = [
-    path("healthz", core_views.healthz, name="healthz"),
+    # /healthz is answered before Django: portal/core/liveness.py (portal/asgi.py)
     path("readyz", core_views.readyz, name="readyz"),
-    path("metrics", core_views.metrics, name="metrics"),
+    path("metrics", billing_metrics.metrics, name="metrics"),
     path("admin/", admin.site.urls),
     path("", tenant_views.home, name="home"),
     path("signup/", tenant_views.signup, name="signup"),
@@ -74,6 +75,7 @@ urlpatterns = [
     path(P, quota_views.quota, name="quota"),
     path(P + "status/", status_views.project_status, name="project_status"),
     path("support/", support_views.console, name="support_console"),
+    path("support/gpus/", support_views.gpu_service_action, name="support_gpu_service"),
     path(P + "order/", order_views.order_form, name="order_form"),
     path(P + "order/confirm/", order_views.order_confirm, name="order_confirm"),
     path(P + "orders/", order_views.order_list, name="order_list"),

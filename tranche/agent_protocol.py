@@ -129,6 +129,10 @@ class PodReport(TypedDict):
     compute_used_percent: Annotated[float, Number()]
     throttled_seconds: Annotated[float, Number()]
     processes: Annotated[int, Whole(INT32_MAX)]
+    # How long the slice has run under 1 % kernel-busy (nodeagent/slice_usage.py); the live page
+    # and the support console call it idle past TRANCHE_IDLE_SLICE_SECONDS. Agents before it
+    # leave it out (stored as 0: not idle).
+    idle_seconds: NotRequired[Annotated[float, Number()]]
 
 
 class RemovedPod(TypedDict):
@@ -192,13 +196,28 @@ class RefusedEntry(TypedDict):
     retry: bool
 
 
+class InService(TypedDict):
+    """A GPU support marked back in service (the support console), which the agent holds
+    unhealthy since before `at` (epoch s): the agent drops its health taint once the GPU answers
+    (nodeagent/health.py `mark_in_service`). Repeated in every answer until the agent reports
+    the GPU recovered, or for `IN_SERVICE_REPEATED_FOR` s."""
+
+    gpu: str
+    at: float
+
+
+IN_SERVICE_REPEATED_FOR = 600.0
+
+
 class StatusAck(TypedDict):
     """The portal's answer to a frame it validated: every entry not listed in `refused` was
     applied (each pod entry and each removal on its own). A frame the portal could not read or
-    store at all is answered {"error", "seq"} instead: nothing of it was applied."""
+    store at all is answered {"error", "seq"} instead: nothing of it was applied.
+    `in_service`: this node's GPUs support marked back in service (`InService`)."""
 
     ack: int
     refused: NotRequired[list[RefusedEntry]]
+    in_service: NotRequired[list[InService]]
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,9 @@ import calendar
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+
+from tranche.money import round_cents, to_decimal
 
 HOUR = timedelta(hours=1)
 
@@ -109,3 +112,8 @@ def hourly_segments(
         else:
             merged.append(seg)
     return merged
+
+
+def hourly_rate(unit_monthly: Decimal, quantity: int, at: datetime) -> Decimal:
+    """What `quantity` slices cost per hour in `at`'s month (unrounded is never shown)."""
+    return round_cents(to_decimal(unit_monthly) * quantity / hours_in_month(*month_of(at)))

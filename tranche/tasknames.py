@@ -7,6 +7,7 @@ from __future__ import annotations
 RECONCILE_PROJECT = "controller.reconcile_project"
 RESYNC_ALL = "controller.resync_all"
 RETIRE_NAMESPACE = "controller.retire_namespace"
+SYNC_GPU_MAINTENANCE = "controller.sync_gpu_maintenance"
 RECORD_HEARTBEAT = "portal.core.record_heartbeat"
 INVOICE_MONTH = "billing.invoice_month"
 SCAN_IMAGES = "preflight.scan_images"

@@ -82,17 +82,26 @@ class Stack:
     state: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="tranche-scale-")))
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
     port: int = 0
+    ingest_port: int = 0  # the node agents' process group (portal/serve.py --role ingest)
+    secret_key: str = field(default_factory=lambda: secrets.token_urlsafe(48))
     queue: str = ""
     cluster_settings: object = None
     services_started: bool = False
 
     # -- environment -----------------------------------------------------------------------
     def env(self) -> dict[str, str]:
+        """Production settings, as the chart runs the platform (bench/scalekit/production.py);
+        TRANCHE_BENCH_DEBUG=1 runs it in development mode instead."""
+        from bench.scalekit.production import production_env
+
+        base = dict(os.environ)
+        if os.environ.get("TRANCHE_BENCH_DEBUG") != "1":
+            base = production_env(base)
+            base["TRANCHE_SECRET_KEY"] = self.secret_key
         return {
-            **os.environ,
+            **base,
             "PYTHONPATH": str(ROOT),
             "DJANGO_SETTINGS_MODULE": "portal.settings",
-            "TRANCHE_DEBUG": os.environ.get("TRANCHE_DEBUG", "1"),
             "TRANCHE_DB_NAME": self.db_name,
             "TRANCHE_CELERY_QUEUE": self.queue,
             "TRANCHE_CHANNELS_PREFIX": self.queue,
@@ -107,6 +116,10 @@ class Stack:
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def ingest_url(self) -> str:
+        return f"http://127.0.0.1:{self.ingest_port}"
 
     # -- lifecycle -------------------------------------------------------------------------
     def start_cluster(self) -> None:
@@ -149,11 +162,18 @@ class Stack:
         from deploy.local.platform import POOL_SIZES, processes
 
         self.configure()
+        if os.environ.get("TRANCHE_BENCH_DEBUG") != "1":
+            from bench.scalekit.production import collect_static
+
+            collect_static(self.env())
         argvs = processes()
-        argvs["portal"][argvs["portal"].index("-p") + 1] = str(self.port)
+        argvs["portal"][argvs["portal"].index("--port") + 1] = str(self.port)
+        self.ingest_port = self.ingest_port or free_port()
+        argvs["ingest"][argvs["ingest"].index("--port") + 1] = str(self.ingest_port)
         argvs["beat"][argvs["beat"].index("-s") + 1] = str(self.state / "celerybeat-schedule")
         for name, argv in argvs.items():
             self.spawn(name, argv, {"TRANCHE_DB_POOL_MAX_SIZE": str(POOL_SIZES[name])})
+        # Production figures (issue #35): TRANCHE_DEBUG unset, as the chart runs it.
         self.wait_portal()
 
     def spawn(self, name: str, argv: list[str], extra: dict[str, str] | None = None):

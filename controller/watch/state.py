@@ -12,6 +12,7 @@ thread never touches the database and a PostgreSQL restart cannot stop one.
 from __future__ import annotations
 
 import threading
+import time
 from collections import defaultdict, deque
 from dataclasses import dataclass, field
 from typing import Any
@@ -54,6 +55,9 @@ class ClusterState:
     quotas: dict[str, QuotaStatus] = field(default_factory=dict)  # ns -> the project quota
     released: set[str] = field(default_factory=set)  # namespaces where a claim went
     dirty: set[str] = field(default_factory=set)
+    # monotonic time of the oldest change not yet taken, and of the last take's (watch lag)
+    dirty_at: float | None = None
+    taken_at: float | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def apply(self, resource: str, kind: str, obj: dict[str, Any]) -> None:
@@ -62,6 +66,8 @@ class ClusterState:
         ns, name = meta.get("namespace", ""), meta.get("name", "")
         with self.lock:
             self.dirty.add(ns)
+            if self.dirty_at is None:
+                self.dirty_at = time.monotonic()
             if resource == "claims":
                 if kind == "DELETED":
                     self.claims[ns].pop(name, None)
@@ -123,6 +129,7 @@ class ClusterState:
         """The namespaces changed since the last take; the caller must store or give them back."""
         with self.lock:
             dirty, self.dirty = self.dirty, set()
+            self.taken_at, self.dirty_at = self.dirty_at, None
         return dirty
 
     def take_released(self) -> set[str]:
@@ -153,6 +160,8 @@ class ClusterState:
     def mark_dirty(self, namespaces: set[str]) -> None:
         with self.lock:
             self.dirty |= namespaces
+            if namespaces and self.dirty_at is None:  # given back: the lag keeps counting
+                self.dirty_at = self.taken_at or time.monotonic()
 
     def usage(self, ns: str) -> dict[str, ClassUsage]:
         """Per DeviceClass of `ns`: allocated claims, pending slices and why they wait."""

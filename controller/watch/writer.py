@@ -11,12 +11,13 @@ over.
 
 from __future__ import annotations
 
+import os
 import socket
 import time
 
 from django.db import connections
 
-from controller import desired, hints, store
+from controller import desired, hints, metrics, store
 from controller.watch.state import ClusterState
 
 PROJECT_REFRESH_SECONDS = 10.0
@@ -34,7 +35,9 @@ class UsageWriter:
         # is written once the project is known (else a pod that changes no more after that is
         # never written, and the agents' ingest never learns its binding).
         self._unknown: set[str] = set()
-        self.process_name = f"watcher@{socket.gethostname()}"
+        # the pod's name where the chart gives it: two replicas on one host network share the
+        # host name, and which of them is writing is what a takeover is judged by
+        self.process_name = f"watcher@{os.environ.get('POD_NAME') or socket.gethostname()}"
 
     def projects(self) -> dict[str, int]:
         """namespace -> project id, re-read every PROJECT_REFRESH_SECONDS."""
@@ -72,8 +75,11 @@ class UsageWriter:
                 if desired.cancel_waits(projects[ns]):  # a cancel waiting for it ends now
                     hints.send_reconcile(projects[ns])
             store.beat_watcher(self.process_name)
+            taken = self.state.taken_at
+            metrics.observe_flush(True, time.monotonic() - taken if dirty and taken else None)
             return written
         except Exception:
+            metrics.observe_flush(False, None)
             self.state.mark_dirty(left)
             connections.close_all()
             raise

@@ -32,6 +32,8 @@ command -v ip >/dev/null 2>&1 || need+=(iproute2)
 dpkg -s libc6-dev >/dev/null 2>&1 || need+=(libc6-dev)
 # kubelet-lite runs simulated pod workloads in a private mount namespace (unshare).
 command -v unshare >/dev/null 2>&1 || need+=(util-linux)
+# The metrics tier runs Debian's Prometheus on loopback; promtool checks and unit-tests the rules.
+command -v promtool >/dev/null 2>&1 || need+=(prometheus)
 if [ ${#need[@]} -gt 0 ]; then
   echo "bootstrap: installing Debian packages: ${need[*]}"
   if [ "$(id -u)" -ne 0 ]; then

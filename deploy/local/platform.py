@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -21,6 +22,7 @@ from pathlib import Path
 from deploy import supervisor
 from deploy.local import agents, services
 from deploy.local.celery_worker import worker_argv
+from portal import serve
 
 REPO = services.REPO
 VENV_BIN = Path(sys.executable).parent
@@ -71,18 +73,86 @@ def sample_registry_env(env: dict[str, str]) -> dict[str, str]:
 # portal/settings.py). Worker: per prefork child and the parent, so 3 x 2 with concurrency 2.
 # The pre-flight worker's threads share one pool: each holds a connection only around its two
 # short cache queries, never across a registry's network I/O (portal/preflight/scanning.py).
-POOL_SIZES = {"portal": 20, "worker": 2, "beat": 2, "watcher": 2, "preflight": 2}
+# Portal: per process (`portal.serve`, one per core). Its sync views share one thread, but each
+# request in flight holds its own connection until its response is sent (Django's connections
+# are per request context under ASGI), and a view that waits for one stalls that thread for
+# every request of the process: 8 per process gave 503 "busy" at 50 clients (issue #35's bench).
+POOL_SIZES = {"portal": 20, "ingest": 8, "worker": 2, "beat": 2, "watcher": 2, "preflight": 2}
 # How long each waits for a pooled connection (TRANCHE_DB_POOL_TIMEOUT): a page request ~1 s
 # (the 503 page comes at once during an outage), the others retry anyway and may wait longer.
-POOL_WAITS = {"portal": 1.0, "worker": 10.0, "beat": 10.0, "watcher": 10.0, "preflight": 10.0}
+POOL_WAITS = {
+    "portal": 1.0,
+    "ingest": 1.0,
+    "worker": 10.0,
+    "beat": 10.0,
+    "watcher": 10.0,
+    "preflight": 10.0,
+}
+
+
+def metrics_ports() -> dict[str, int]:
+    """The controller's /metrics ports (controller/metrics.py): the worker's and the watcher's,
+    7 and 8 above the portal's port unless TRANCHE_CONTROLLER_METRICS_PORT /
+    TRANCHE_WATCHER_METRICS_PORT say otherwise (each worktree's stack its own)."""
+    env = os.environ
+    return {
+        "worker": int(env.get("TRANCHE_CONTROLLER_METRICS_PORT") or _port() + 7),
+        "watcher": int(env.get("TRANCHE_WATCHER_METRICS_PORT") or _port() + 8),
+    }
 
 
 def role_env(name: str) -> dict[str, str]:
-    """The environment one supervised process gets on top of the platform's."""
-    return {
+    """The environment one supervised process gets on top of the platform's. The portal's
+    process groups each get their own prometheus_client multiprocess folder (emptied by
+    `portal.serve` at start), the prefork worker one its children share."""
+    env = {
         "TRANCHE_DB_POOL_MAX_SIZE": str(POOL_SIZES[name]),
         "TRANCHE_DB_POOL_TIMEOUT": str(POOL_WAITS[name]),
     }
+    ports = metrics_ports()
+    if name == "worker":  # prefork: the children's samples meet in one folder (multiprocess)
+        env["TRANCHE_CONTROLLER_METRICS_PORT"] = str(ports["worker"])
+        env["PROMETHEUS_MULTIPROC_DIR"] = str(services.layout().state / "metrics" / "worker")
+    elif name == "preflight":  # imports the controller's tasks too, serves no metrics
+        env["TRANCHE_CONTROLLER_METRICS_PORT"] = "0"
+    elif name == "watcher":
+        env["TRANCHE_WATCHER_METRICS_PORT"] = str(ports["watcher"])
+    elif name in PORTAL_GROUPS:
+        folder = services.layout().state / "run" / f"prometheus-{name}"
+        env["PROMETHEUS_MULTIPROC_DIR"] = str(folder)
+    return env
+
+
+def _fresh_metrics_dir(state: Path, running: dict) -> None:
+    """The worker's multiprocess folder, emptied when the worker is not running (samples of
+    earlier runs' processes would be summed into this one's)."""
+    folder = state / "metrics" / "worker"
+    if "worker" not in running and folder.exists():
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+
+
+def metrics_lines(url: str, agent_argv: dict[str, list[str]]) -> list[str]:
+    """What `make run` prints: where each process serves /metrics (docs/metrics.md)."""
+    ports = metrics_ports()
+    lines = [
+        f"Metrics: portal {url}/metrics, controller worker http://127.0.0.1:{ports['worker']}"
+        f"/metrics, watcher http://127.0.0.1:{ports['watcher']}/metrics"
+    ]
+    for name, argv in agent_argv.items():
+        if "--metrics-port" in argv and argv[argv.index("--metrics-port") + 1] != "0":
+            port = argv[argv.index("--metrics-port") + 1]
+            lines.append(f"Metrics: {name} http://127.0.0.1:{port}/metrics")
+    return lines
+
+
+# The portal's process groups: pages (one process per core) and the node agents' ingest.
+PORTAL_GROUPS = ("portal", "ingest")
+INGEST_PROCESSES = 1
+
+
+def portal_processes() -> int:
+    return serve.default_processes()
 
 
 WORKER_CONCURRENCY = 2
@@ -92,7 +162,8 @@ PREFLIGHT_THREADS = 8  # image scans wait on registries; threads, not processes
 def pool_total() -> int:
     """The most PostgreSQL connections the supervised processes can hold together."""
     return (
-        POOL_SIZES["portal"]
+        portal_processes() * POOL_SIZES["portal"]
+        + INGEST_PROCESSES * POOL_SIZES["ingest"]
         + (WORKER_CONCURRENCY + 1) * POOL_SIZES["worker"]
         + POOL_SIZES["beat"]
         + POOL_SIZES["watcher"]
@@ -109,17 +180,23 @@ def _port() -> int:
     return int(os.environ.get("TRANCHE_PORT", "8000"))
 
 
+def ingest_port(env: dict[str, str] | None = None) -> int:
+    """The agents' ingest process group: TRANCHE_INGEST_PORT, else the portal's port + 2."""
+    env = os.environ if env is None else env
+    return int(env.get("TRANCHE_INGEST_PORT") or int(env.get("TRANCHE_PORT", "8000")) + 2)
+
+
 def processes() -> dict[str, list[str]]:
     """Name -> argv of every long-running process of the local platform."""
     state = services.layout().state
     return {
-        "portal": [
-            str(VENV_BIN / "daphne"),
-            "-b",
-            "127.0.0.1",
-            "-p",
-            str(_port()),
-            "portal.asgi:application",
+        # Pages and browsers' sockets: one process per core on one port (portal/serve.py).
+        "portal": [sys.executable, *serve.argv(_port())],
+        # The node agents' frames: the same application, its own processes and port, so a
+        # page never waits behind the ingest (the demo agents are pointed here).
+        "ingest": [
+            sys.executable,
+            *serve.argv(ingest_port(), processes=INGEST_PROCESSES, role="ingest"),
         ],
         "worker": worker_argv(
             os.environ.get("TRANCHE_CELERY_QUEUE", "tranche"),
@@ -213,9 +290,10 @@ def run() -> None:
     state = services.layout().state
     spec_path, status_path, pidfile = _paths()
     running = supervisor.read_status(status_path) if supervisor.read_pid(pidfile) else {}
+    _fresh_metrics_dir(state, running)
     spec = {name: {"argv": argv, "env": role_env(name)} for name, argv in processes().items()}
     spec["samples"] = {"argv": samples_argv(state), "env": {}}
-    demo = agents.commands(state, _env(), _port(), skip=set(running), real_nodes=True)
+    demo = agents.commands(state, _env(), ingest_port(), skip=set(running), real_nodes=True)
     for name, argv in demo.items():
         spec[name] = {"argv": argv, "env": {}}
     spec_path.parent.mkdir(parents=True, exist_ok=True)
@@ -235,6 +313,9 @@ def run() -> None:
     print(f"\nTranche portal: {url}/   (readiness: {url}/readyz, admin: {url}/admin/)")
     print(f"Tenants' kubeconfig: {url}/access/   (log in as a tenant, 'Download kubeconfig')")
     for line in _real_nodes():
+        print(line)
+    agent_argv = {n: spec[n]["argv"] for n in spec if n.startswith("agent")}
+    for line in metrics_lines(url, agent_argv):
         print(line)
     print("Stop everything with: make stop")
 

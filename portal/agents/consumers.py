@@ -6,7 +6,8 @@ malformed, oversized, out-of-bounds or foreign message, and one the database ref
 with {"error", "seq"} and logged with its reason, and the connection stays open, so a bug in one
 message never cuts a node's status feed.
 A valid frame is answered `StatusAck`: the seq, and the pod entries refused one by one (the
-others were applied); the agent keeps refused entries marked `retry` and sends them again.
+others were applied); the agent keeps refused entries marked `retry` and sends them again; and
+the node's GPUs support marked back in service (`agents.gpu_service.in_service_for`).
 Accepted pods are published to `project.<id>` groups, ids taken from the database; a report
 stored while Redis is unreachable is still acknowledged (live pages catch up on the next one).
 """
@@ -21,11 +22,12 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.db import DatabaseError
 from redis.exceptions import RedisError
 
-from portal.agents import services
+from portal.agents import gpu_service, services
 from portal.core.groups import FLEET_GROUP, project_group
 from portal.core.ratelimit import RateLimitedLog
+from portal.core.request_metrics import CountedSocket, count_frame
 from portal.core.sockets import DirectDispatch
-from tranche.agent_protocol import MessageRejectedError, StatusAck, parse_status
+from tranche.agent_protocol import InService, MessageRejectedError, StatusAck, parse_status
 
 log = logging.getLogger("portal.agents")
 REJECTIONS_LOGGED_PER_MINUTE = 10
@@ -38,8 +40,15 @@ def _header(scope: dict, name: bytes) -> str:
     return ""
 
 
-class AgentConsumer(DirectDispatch, AsyncWebsocketConsumer):
+def _record(node: str, msg) -> tuple[services.Recorded, list[InService]]:
+    """Store the frame; and the node's GPUs support marked back in service, for the answer
+    (read after the frame's own recovery findings settled theirs)."""
+    return services.record_status(node, msg), gpu_service.in_service_for(node)
+
+
+class AgentConsumer(CountedSocket, DirectDispatch, AsyncWebsocketConsumer):
     node: str = ""
+    socket_kind = "agent"
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -70,11 +79,12 @@ class AgentConsumer(DirectDispatch, AsyncWebsocketConsumer):
         try:
             msg = parse_status(text_data, bytes_data, self.node)
             seq = msg.seq
-            recorded = await database_sync_to_async(services.record_status)(self.node, msg)
+            recorded, in_service = await database_sync_to_async(_record)(self.node, msg)
         except DatabaseError as exc:
             # Nothing of the message was stored (one transaction); the socket stays open, so a
             # bad row or a database hiccup never cuts the node's feed.
             log.error("agent message %s from node %s not stored: %s", seq, self.node, exc)
+            count_frame("unstored")
             reason = (
                 f"the portal could not store this message ({type(exc).__name__}); nothing of it "
                 "was stored: resend its entries, and the portal's log has the cause"
@@ -90,8 +100,10 @@ class AgentConsumer(DirectDispatch, AsyncWebsocketConsumer):
             self.rejections.warning(
                 f"node {self.node}", "agent message from node %s rejected: %s", self.node, exc
             )
+            count_frame("refused")
             await self.send(json.dumps({"error": str(exc), "seq": seq}))
             return
+        count_frame("accepted")
         if recorded.refused:
             self.rejections.warning(
                 f"node {self.node} entries",
@@ -111,6 +123,8 @@ class AgentConsumer(DirectDispatch, AsyncWebsocketConsumer):
         answer = StatusAck(ack=msg.seq)
         if recorded.refused:
             answer["refused"] = recorded.refused
+        if in_service:
+            answer["in_service"] = in_service
         await self.send(json.dumps(answer))
 
     async def disconnect(self, code: int) -> None:

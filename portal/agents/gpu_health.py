@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 
 from django.utils import timezone
 
+from portal.agents import gpu_service
 from portal.agents.events import GpuHealthLiveEvent
 from portal.agents.models import HEALTH_KINDS, GpuHealthEvent, NodeToken
 from portal.tenants.models import Project
@@ -63,6 +64,7 @@ def record_health(node_name: str, findings: list[Finding]) -> list[tuple[int, Gp
         for f in health
     ]
     GpuHealthEvent.objects.bulk_create(rows)
+    gpu_service.settle({row.gpu_uuid for row in rows if row.kind == "gpu-recovered"})
     return [
         (row.project_id, GpuHealthLiveEvent(type="gpu.health", text=_live_text(row)))
         for row in rows

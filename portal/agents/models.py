@@ -58,6 +58,9 @@ class PodSliceStatus(models.Model):
     compute_used_percent = models.FloatField()
     throttled_seconds = models.FloatField()
     processes = models.PositiveIntegerField(default=0)
+    # Seconds the slice has been under 1 % kernel-busy (the agent's count): the live page's and
+    # the support console's idle finding (portal/status/idle.py) past IDLE_SLICE_SECONDS.
+    idle_seconds = models.FloatField(default=0)
     reported_at = models.DateTimeField(help_text="agent clock")
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -129,3 +132,34 @@ class GpuHealthEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} {self.gpu_uuid} at {self.occurred_at:%Y-%m-%d %H:%M:%S}"
+
+
+class GpuServiceMark(models.Model):
+    """Support's word on one GPU (the support console, `agents.gpu_service`): out for
+    maintenance (a NoSchedule DeviceTaintRule the controller applies: no new claims, running
+    ones finish) or back in service (the rule deleted, and the agent told to drop its own
+    health taint once the GPU answers). The newest mark of a GPU is its state; every mark is
+    audited. `settled_at`: when the agent reported the GPU recovered after an in-service mark
+    (until then the portal repeats the mark in its answers to the node's agent)."""
+
+    MAINTENANCE = "maintenance"
+    IN_SERVICE = "in-service"
+
+    node_name = models.CharField(max_length=253)
+    gpu_uuid = models.CharField(max_length=64)
+    action = models.CharField(
+        max_length=16, choices=[(MAINTENANCE, "out for maintenance"), (IN_SERVICE, "in service")]
+    )
+    by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL)
+    at = models.DateTimeField(auto_now_add=True)
+    settled_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-at", "-pk"]
+        indexes = [
+            models.Index(fields=["gpu_uuid", "at"], name="gpu_service_by_gpu"),
+            models.Index(fields=["node_name", "at"], name="gpu_service_by_node"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.gpu_uuid} on {self.node_name}: {self.action}"

@@ -249,7 +249,8 @@ def record_status(node_name: str, msg: StatusMessage) -> Recorded:
             namespace=p["namespace"],
             pod_name=p["pod"],
             reported_at=reported,
-            **{column: p[field] for field, column in POD_COLUMNS.items()},
+            # an optional field an older agent leaves out is stored as its column's default
+            **{column: p.get(field, 0) for field, column in POD_COLUMNS.items()},
         )
         for p in latest.values()
     ]

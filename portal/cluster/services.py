@@ -30,6 +30,7 @@ from portal.cluster.models import (
     ProjectUsage,
     QuotaUse,
 )
+from portal.core import figures
 from portal.core.groups import project_group
 from portal.tenants.models import Project
 from tranche.observed import ClassUsage, NamespaceView, QuotaStatus
@@ -154,9 +155,10 @@ def record_namespace(view: NamespaceView) -> bool:
     catalogue = Product.objects.values_list("device_class", "pk", "name")
     products = {cls: pk for cls, pk, _name in catalogue}
     names = {cls: name for cls, _pk, name in catalogue}
-    record_quota_use(project.pk, view.quota)
-    words = record_pods(project, view, names)
-    record_slice_usage(project.pk, dict(view.usage), words, products)
+    used = record_quota_use(project.pk, view.quota)
+    words = record_pods(project, view, names)  # says `figures.changed` itself
+    if record_slice_usage(project.pk, dict(view.usage), words, products) or used:
+        figures.changed(project.pk)  # the quota page's figures (portal.core.figures)
     bindings.write_pod_states(project.pk, view.pods)
     return True
 
@@ -222,6 +224,7 @@ def record_pods(project: Project, view: NamespaceView, products: dict[str, str])
             PodState.objects.filter(namespace=namespace, kind=kind, name=name).delete()
         changed += gone
     if changed:
+        figures.changed(project_id)
         transaction.on_commit(
             lambda: _publish(project_id, [(namespace, row_name(k, n)) for k, n in changed])
         )

@@ -9,10 +9,11 @@ from django.shortcuts import render
 
 
 def locked_out(request: HttpRequest, original_response=None, credentials=None) -> HttpResponse:
-    """Render the lock-out page for the username and address that failed too often."""
+    """Render the lock-out page for the username (and address) that failed too often."""
     minutes = round(float(settings.AXES_COOLOFF_TIME) * 60)
     context = {
         "failure_limit": settings.AXES_FAILURE_LIMIT,
+        "username_limit": settings.TRANCHE_LOGIN_USERNAME_FAILURE_LIMIT,
         "minutes": minutes,
         "is_admin": request.path.startswith("/admin/"),
     }

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 
 from celery import current_app
 from django.conf import settings
@@ -30,6 +31,8 @@ def _send(task: str, args: list, if_lost: str = "") -> bool:
             queue=settings.CELERY_TASK_DEFAULT_QUEUE,
             retry=True,
             retry_policy={"max_retries": 1, "interval_start": 0, "interval_step": 0.5},
+            # The queue's age metric reads it from the oldest waiting message (docs/metrics.md).
+            headers={"sent_at": time.time()},
         )
     except Exception:
         log.warning("could not enqueue %s(%s)%s", task, ", ".join(map(str, args)), if_lost)
@@ -64,3 +67,15 @@ def enqueue_retire_namespace(namespace: str) -> None:
     """On commit, ask the controller to remove a deleted project's namespace (it checks that no
     project still names it and that Tranche manages it before deleting anything)."""
     transaction.on_commit(lambda: send_retire_namespace(namespace))
+
+
+def enqueue_gpu_maintenance() -> None:
+    """On commit, ask the controller to bring the GPUs' maintenance DeviceTaintRules in line
+    with support's marks (level-triggered: it applies every GPU's newest mark)."""
+    transaction.on_commit(
+        lambda: _send(
+            tasknames.SYNC_GPU_MAINTENANCE,
+            [],
+            "; the next mark, or the task run by hand, repairs it",
+        )
+    )

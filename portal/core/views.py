@@ -12,14 +12,6 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
 from portal.core import health
-from portal.core import metrics as readiness_metrics
-
-
-@require_GET
-@never_cache
-def healthz(request: HttpRequest) -> JsonResponse:
-    """The process is up and serving; says nothing about its dependencies."""
-    return JsonResponse({"status": "ok"})
 
 
 def _may_see_detail(request: HttpRequest) -> bool:
@@ -67,14 +59,13 @@ def _scraper(request: HttpRequest) -> bool:
     return bool(token) and hmac.compare_digest(sent.encode(), token.encode())
 
 
-@require_GET
-@never_cache
-def metrics(request: HttpRequest) -> HttpResponse:
-    """Prometheus metrics: the readiness outcome of every scope (`portal.core.metrics`)."""
-    if not _scraper(request):
-        return HttpResponse(
-            "Metrics are for the platform's monitoring: send the bearer token set in "
-            "TRANCHE_METRICS_TOKEN, or scrape from the host.\n",
-            status=403, content_type="text/plain; charset=utf-8",
-        )  # fmt: skip
-    return HttpResponse(readiness_metrics.render(), content_type="text/plain; version=0.0.4")
+def metrics_refusal(request: HttpRequest) -> HttpResponse | None:
+    """The 403 a request that may not read /metrics gets, else None (portal/status/metrics.py
+    serves the metrics: the business figures live above this layer)."""
+    if _scraper(request):
+        return None
+    return HttpResponse(
+        "Metrics are for the platform's monitoring: send the bearer token set in "
+        "TRANCHE_METRICS_TOKEN, or scrape from the host.\n",
+        status=403, content_type="text/plain; charset=utf-8",
+    )  # fmt: skip

@@ -23,6 +23,7 @@ from django.utils import timezone
 
 from portal.audit.models import AuditLog
 from portal.audit.services import audit_row, record_audits
+from portal.core import figures
 from portal.orders.models import Order, OrderEvent, Subscription
 from tranche.outcome import Condition, OrderOutcome, ProjectOutcome
 
@@ -143,6 +144,9 @@ def store_outcome(outcome: ProjectOutcome) -> int:
             if conditions is not None:
                 Subscription.objects.filter(pk=sub.pk).update(conditions=conditions, updated_at=now)
                 written += 1
+        if written:
+            for project_id in {r.project_id for r in [*subs.values(), *orders.values()]}:
+                figures.changed(project_id)
     return written
 
 

@@ -14,6 +14,7 @@ from django.utils import timezone
 from portal.catalog.models import Product
 from portal.catalog.taxes import gross, tax_terms
 from portal.cluster.models import ProjectUsage, QuotaUse
+from portal.core import figures
 from portal.orders.models import MAX_SLICES_PER_PRODUCT, Order, Subscription
 from portal.tenants.errors import ServiceError
 from portal.tenants.models import Project
@@ -193,7 +194,12 @@ def _not_ready_message(sub: Subscription | None) -> str:
 def quota_lines(project: Project, quota_use: QuotaUse | None) -> list[QuotaLine]:
     """Entitled, allocated and pending slices per product. Usage is None (not yet reported)
     only until the watcher has seen the project's namespace (`quota_use`, its quota's status,
-    exists): after that a product without claims has 0 in use and 0 pending."""
+    exists): after that a product without claims has 0 in use and 0 pending. Kept per project
+    until a writer says it changed (`portal.core.figures`)."""
+    return figures.cached(project, "quota_lines", lambda: _quota_lines(project, quota_use))
+
+
+def _quota_lines(project: Project, quota_use: QuotaUse | None) -> list[QuotaLine]:
     open_orders = Count("orders", filter=Q(orders__state__in=OPEN_ORDER_STATES))
     subs = {
         s.product_id: s

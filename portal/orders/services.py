@@ -17,6 +17,7 @@ from django.db import transaction
 
 from portal.audit.services import record_audit
 from portal.catalog.models import Product
+from portal.core import figures
 from portal.core.queue import enqueue_reconcile
 from portal.orders.models import Order, OrderEvent, Subscription
 from portal.orders.selectors import quote_order
@@ -123,6 +124,7 @@ def place_order(
     ).update(quantity=quantity, version=sub.version + 1)
     if not swapped:
         raise ConflictError(ANOTHER_ORDER_CAME_FIRST)
+    figures.changed(project.pk)
     order = Order.objects.create(
         organization=organization,
         project=project,

@@ -10,7 +10,7 @@
     const response = await fetch(location.href, { headers: { "X-Requested-With": "fleet" } });
     if (!response.ok) return;
     const page = new DOMParser().parseFromString(await response.text(), "text/html");
-    for (const id of ["fleet", "alerts"]) {
+    for (const id of ["fleet", "alerts", "unhealthy-gpus", "in-maintenance"]) {
       const fresh = page.getElementById(id);
       if (fresh) document.getElementById(id).replaceWith(fresh);
     }

@@ -30,6 +30,7 @@ from portal.agents.events import (
 )
 from portal.cluster.services import PodClusterEvent
 from portal.core.groups import FLEET_GROUP, project_group, user_access_group
+from portal.core.request_metrics import CountedSocket
 from portal.core.sockets import DirectDispatch, NoClientFrames, SessionBound
 from portal.status import selectors
 
@@ -54,8 +55,9 @@ def _cluster_message(project_id: int, namespace: str, name: str) -> dict:
 
 
 class ProjectStatusConsumer(
-    DirectDispatch, SessionBound, NoClientFrames, AsyncJsonWebsocketConsumer
+    CountedSocket, DirectDispatch, SessionBound, NoClientFrames, AsyncJsonWebsocketConsumer
 ):
+    socket_kind = "project"
     project_id: int | None = None
     user_id: int | None = None
 
@@ -134,9 +136,13 @@ def _is_staff(user_id: int | None) -> bool:
     return user is not None and selectors.is_status_staff(user)
 
 
-class FleetConsumer(DirectDispatch, SessionBound, NoClientFrames, AsyncJsonWebsocketConsumer):
+class FleetConsumer(
+    CountedSocket, DirectDispatch, SessionBound, NoClientFrames, AsyncJsonWebsocketConsumer
+):
     """`/ws/support/fleet/`: tells the support console to redraw when a node's slices or GPUs
     change. Support staff only (4403 otherwise, re-checked on every event)."""
+
+    socket_kind = "fleet"
 
     joined = False
 

@@ -17,6 +17,7 @@ from portal.cluster.models import PodState
 from portal.core.cluster import cluster_answers
 from portal.orders.backlog import WAITING, check_backlog
 from portal.orders.models import Order
+from portal.status import idle
 from portal.tenants.models import Project
 
 
@@ -111,6 +112,10 @@ def alerts(now: datetime | None = None) -> list[Alert]:
                 )
             )
     out += agent_findings(now)
+    out += [
+        Alert("slice-idle", f"{s.namespace}/{s.pod}: {s.text}", s.project_id)
+        for s in idle.idle_slices(now=now)
+    ]
     out += provisioning_alerts()
     for state in PodState.objects.filter(
         phase="Pending", created_at__lt=now - PENDING_TOO_LONG

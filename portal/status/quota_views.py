@@ -20,7 +20,7 @@ from portal.tenants.selectors import get_project
 def quota(request: HttpRequest, project_id: int) -> HttpResponse:
     """Entitled, allocated and pending slices per product, plus CPU/RAM quota and headroom."""
     project, membership = get_project(request.user, project_id)
-    used = selectors.quota_use(project.pk)
+    used = selectors.quota_use(project)
     cpu_headroom = mem_headroom = None
     if used is not None:
         cpu_headroom = max(0, project.cpu_quota_millicores - used.cpu_used_millicores)
@@ -36,7 +36,7 @@ def quota(request: HttpRequest, project_id: int) -> HttpResponse:
         "notes": [
             (line.product.name, line.not_ready_message) for line in lines if line.not_ready_message
         ],
-        "waits": selectors.quota_waits(project.pk),
+        "waits": selectors.quota_waits(project),
         "cpu_headroom": cpu_headroom,
         "mem_headroom": mem_headroom,
         **nav_context(request, project),

@@ -17,6 +17,7 @@ from portal.agents.rows import FIELDS, LiveRow, pod_row
 from portal.agents.selectors import project_pod_statuses
 from portal.cluster.models import PodState, QuotaUse
 from portal.cluster.services import row_name
+from portal.core import figures
 from portal.status.warnings import raw_text, summary_text
 from portal.tenants.models import Project
 from portal.tenants.selectors import projects_of
@@ -60,10 +61,12 @@ def can_watch(user_id: int | None, project_id: int) -> bool:
     return user is not None and watchable_projects(user).filter(pk=project_id).exists()
 
 
-def pod_rows(project_id: int) -> list[LiveRow]:
+def pod_rows(project_id: int, statuses: list | None = None) -> list[LiveRow]:
     """Every pod of a project the caller was already allowed to watch (`get_watched_project`
-    or `can_watch`)."""
-    return [pod_row(s) for s in project_pod_statuses(project_id)]
+    or `can_watch`); `statuses`: its `project_pod_statuses` rows when read already."""
+    return [
+        pod_row(s) for s in (project_pod_statuses(project_id) if statuses is None else statuses)
+    ]
 
 
 # The cluster's view of every pod (and refused workload): what Kubernetes says, in words.
@@ -104,11 +107,16 @@ def live_cluster_row(project_id: int, namespace: str, name: str) -> LiveRow | No
     return cluster_row(state) if state else None
 
 
-def quota_waits(project_id: int) -> list[PodState]:
+def quota_waits(project: Project) -> list[PodState]:
     """Pods and workloads of the project held back by its CPU or RAM quota now (the quota
-    page's banner: a GPU workload can wait on CPU/RAM while its GPU slice is free)."""
-    return list(
-        PodState.objects.filter(project_id=project_id, reason__in=(CPU_QUOTA, MEMORY_QUOTA))[:5]
+    page's banner: a GPU workload can wait on CPU/RAM while its GPU slice is free). Kept per
+    project until a writer says it changed (`portal.core.figures`)."""
+    return figures.cached(
+        project,
+        "quota_waits",
+        lambda: list(
+            PodState.objects.filter(project_id=project.pk, reason__in=(CPU_QUOTA, MEMORY_QUOTA))[:5]
+        ),
     )
 
 
@@ -126,6 +134,9 @@ def node_reports(project_id: int) -> dict[str, float]:
     }
 
 
-def quota_use(project_id: int) -> QuotaUse | None:
-    """The project's CPU/RAM use as its quota last reported it; None until the watcher saw it."""
-    return QuotaUse.objects.filter(project_id=project_id).first()
+def quota_use(project: Project) -> QuotaUse | None:
+    """The project's CPU/RAM use as its quota last reported it; None until the watcher saw it.
+    Kept until the watcher's next change of it (`portal.core.figures`)."""
+    return figures.cached(
+        project, "quota_use", lambda: QuotaUse.objects.filter(project_id=project.pk).first()
+    )

@@ -11,7 +11,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from portal.agents import gpu_health
-from portal.status import charts, selectors
+from portal.status import charts, idle, selectors
 from portal.tenants.context import nav_context
 
 
@@ -19,7 +19,8 @@ from portal.tenants.context import nav_context
 def project_status(request: HttpRequest, project_id: int) -> HttpResponse:
     """Latest slice figures of every pod of the project (404 unless the caller may watch it)."""
     project = selectors.get_watched_project(request.user, project_id)
-    rows = selectors.pod_rows(project.pk)
+    statuses = list(selectors.project_pod_statuses(project.pk))  # the table and idle slices
+    rows = selectors.pod_rows(project.pk, statuses)
     chart_data = charts.live_charts(project.pk)
     live = {row.cells["pod"] for row in rows}
     pods = sorted(chart_data["pods"])
@@ -35,6 +36,7 @@ def project_status(request: HttpRequest, project_id: int) -> HttpResponse:
         "gone_pods": [p for p in pods if p not in live],
         "node_seen": json.dumps(selectors.node_reports(project.pk)),
         "gpu_events": gpu_health.project_events(project.pk),
+        "idle_slices": idle.idle_slices(project.pk, statuses=statuses),
         "server_now": time.time(),
         "late_after": settings.AGENT_LATE_SECONDS,
         **nav_context(request, project),

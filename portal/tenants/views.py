@@ -12,6 +12,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from portal.core import throttle
+from portal.core.client_address import client_address
 from portal.tenants import selectors, services
 from portal.tenants.context import current_project, nav_context
 from portal.tenants.errors import ServiceError
@@ -43,7 +44,7 @@ def _signup_refusal(request: HttpRequest) -> str | None:
     """Each sign-up makes a user, an organization and a namespace, for anyone: at most
     SIGNUP_PER_ADDRESS_PER_HOUR from one address and SIGNUP_PER_HOUR in all (Redis counters,
     shared by every replica). None when this one may go ahead, else the page's message."""
-    address = request.META.get("REMOTE_ADDR", "")
+    address = client_address(request)
     if not throttle.allow(
         "signup-address", address, settings.SIGNUP_PER_ADDRESS_PER_HOUR, SIGNUP_WINDOW_SECONDS
     ):

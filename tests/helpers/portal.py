@@ -1,10 +1,13 @@
-"""The portal served for real (daphne on a free port, real Redis channel layer, the test
-PostgreSQL database), for tests whose agents connect over a websocket. Shared by the
+"""The portal served for real (`python -m portal.serve`, two processes, on a free port, real
+Redis channel layer, the test PostgreSQL database), for tests whose agents connect over a
+websocket. Shared by the
 integration and cluster tiers."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -14,6 +17,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+
+from portal import serve
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -27,7 +32,7 @@ def free_port() -> int:
 @dataclass(frozen=True)
 class Portal:
     url: str  # ws://127.0.0.1:<port>/ws/agent/
-    log: Path  # daphne's stdout and stderr, for failure messages
+    log: Path  # the server's stdout and stderr, for failure messages
 
     def log_tail(self, lines: int = 30) -> str:
         text = self.log.read_text(errors="replace") if self.log.exists() else ""
@@ -58,18 +63,19 @@ def signed_in_context(browser, user, base: str):
 
 
 @contextmanager
-def serve_portal(db_name: str, timeout: float = 30) -> Iterator[Portal]:
-    """Start daphne on the test database; stopped (and waited for) even if the test fails."""
+def serve_portal(db_name: str, timeout: float = 30, processes: int = 2) -> Iterator[Portal]:
+    """Start the portal's server (two processes, as on a 2-core node: a socket and the page may
+    land on different processes) on the test database; stopped (and waited for) even if the
+    test fails."""
     port = free_port()
     env = dict(os.environ, TRANCHE_DEBUG="1", TRANCHE_DB_NAME=db_name)
     env["TRANCHE_DB_CONN_MAX_AGE"] = "0"
     env["TRANCHE_SIGNUP_PER_ADDRESS_PER_HOUR"] = env["TRANCHE_SIGNUP_PER_HOUR"] = "1000000"
-    log = Path(tempfile.mkstemp(prefix="tr-daphne-", suffix=".log")[1])
+    log = Path(tempfile.mkstemp(prefix="tr-portal-", suffix=".log")[1])
     with open(log, "wb") as out:
         proc = subprocess.Popen(
-            [str(Path(sys.executable).parent / "daphne"), "-b", "127.0.0.1", "-p", str(port),
-             "portal.asgi:application"],
-            cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT,
+            [sys.executable, *serve.argv(port, processes=processes)],
+            cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
     portal = Portal(f"ws://127.0.0.1:{port}/ws/agent/", log)
     try:
@@ -80,15 +86,17 @@ def serve_portal(db_name: str, timeout: float = 30) -> Iterator[Portal]:
                     break
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise AssertionError(
-                    f"daphne did not listen on port {port} within {timeout:.0f}s "
+                    f"the portal did not listen on port {port} within {timeout:.0f}s "
                     f"(exit {proc.poll()}):\n{portal.log_tail()}"
                 )
             time.sleep(0.1)
         yield portal
     finally:
-        proc.terminate()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)  # the server and its processes
         try:
-            proc.wait(timeout=10)
+            proc.wait(timeout=15)
         except subprocess.TimeoutExpired:
-            proc.kill()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()

@@ -125,6 +125,9 @@ def agent_on_real_node(kube_cluster, *extra: str) -> Iterator[RealNode]:
     _set_taint(core, paths.name, on=True)
     log = paths.root / "agent.log"
     log.write_bytes(b"")
+    # Each session starts from healthy GPUs: a test stopped mid-fault leaves no checkpointed
+    # failure (nodeagent/health.py) to taint the next session's GPUs.
+    (paths.agent_dir / "gpu-health.json").unlink(missing_ok=True)
     node = RealNode(paths.name, paths, log, kube_cluster.kubeconfig)
     try:
         node.start(*extra)

@@ -138,8 +138,14 @@ class Installation:
                 "allowedHosts": ["127.0.0.1"],
                 # first start unpacks the image: minutes here when 8 sessions build
                 "startupSeconds": 600,
+                # the tests play the one proxy (an ingress controller) that appends the client's
+                # address to X-Forwarded-For (tests/install/test_proxy.py)
+                "proxy": {"trustedHops": 1},
             },
             "worker": {"replicas": 1},
+            # leader-elected: one runs, one stands by (tests/install/test_leader.py)
+            "beat": {"replicas": 2},
+            "watcher": {"replicas": 2},
             "nodeAgent": {
                 # null drops the chart's default GPU-feature-discovery label (kwok nodes have it)
                 "nodeSelector": {"nvidia.com/gpu.present": None, **REAL_NODE},

@@ -23,6 +23,7 @@ from deploy.images.sample import IMAGE
 from tests.install.installation import NAMESPACE, RELEASE
 
 PRODUCT = "tranche-v100-8g"
+PASSWORD = "a-long-pass-42-install"
 SEED = (
     "from portal.catalog.seed import ensure_catalogue; from portal.catalog.models import Product;"
     f"ensure_catalogue(); print(Product.objects.get(device_class='{PRODUCT}').pk)"
@@ -102,6 +103,8 @@ def form_fields(page: str, containing: str) -> tuple[str, dict[str, str]]:
 class Tenant:
     base: str
     jar: http.cookiejar.CookieJar = field(default_factory=http.cookiejar.CookieJar)
+    # X-Forwarded-For as the one trusted proxy would pass it on (tests/install/test_proxy.py)
+    forwarded_for: str = ""
 
     def __post_init__(self) -> None:
         self.opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(self.jar))
@@ -112,6 +115,8 @@ class Tenant:
         req = urllib.request.Request(url, data=body)  # noqa: S310 - http to the node only
         if data is not None:
             req.add_header("Referer", url)  # Django's CSRF check wants a same-origin referer
+        if self.forwarded_for:
+            req.add_header("X-Forwarded-For", self.forwarded_for)
         try:
             with self.opener.open(req, timeout=30) as resp:
                 text = resp.read().decode(errors="replace")
@@ -139,12 +144,16 @@ class Tenant:
     def sign_up(self, username: str, organization: str, project: str) -> int:
         """Sign up; returns the new project's id (the portal lands on its quota page)."""
         done = self.submit("/signup/", 'name="username"', username=username,
-                           email=f"{username}@example.test", password="a-long-pass-42-install",
+                           email=f"{username}@example.test", password=PASSWORD,
                            organization_name=organization, project_name=project)  # fmt: skip
         match = re.search(r"/projects/(\d+)/", done.url)
         assert done.status == 200, (done.status, done.url, done.body[:2000])
         assert match, (done.url, done.body[:2000])
         return int(match.group(1))
+
+    def log_in(self, username: str, password: str) -> Response:
+        """The log-in form; a 200 away from /login/ is a session, 429 the lock-out page."""
+        return self.submit("/login/", 'name="username"', username=username, password=password)
 
     def order(self, project: int, product_id: int, quantity: int) -> str:
         """Review the price, confirm; returns the order page's URL."""

@@ -36,6 +36,7 @@ SIM_API const char *nvmlErrorString(nvmlReturn_t r) {
     case NVML_ERROR_NO_PERMISSION: return "Insufficient Permissions";
     case NVML_ERROR_INSUFFICIENT_SIZE: return "Insufficient Size";
     case NVML_ERROR_TIMEOUT: return "Timeout";
+    case NVML_ERROR_NOT_FOUND: return "Not Found";
     case NVML_ERROR_GPU_IS_LOST: return "GPU is lost (simgpu: SIMULATED fault, simgpu-fault lose)";
     default: return "Unknown Error (simgpu)";
     }
@@ -195,5 +196,37 @@ SIM_API nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t h, uns
     nvmlReturn_t r = (infos && found <= *n) || found == 0 ? NVML_SUCCESS
                                                           : NVML_ERROR_INSUFFICIENT_SIZE;
     *n = found;
+    return r;
+}
+
+/* Per-process utilisation with NVML's signature: one sample per process that ran kernels on
+ * the device, newer than lastSeenTimeStamp (CLOCK_REALTIME µs), smUtil in percent over the
+ * sample (at least 100 ms; simstate.c). Asked with utilization NULL (or too small a count):
+ * NVML_ERROR_INSUFFICIENT_SIZE and the count needed. Pids are host pids, as for memory. */
+SIM_API nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t h,
+                                                     nvmlProcessUtilizationSample_t *utilization,
+                                                     unsigned int *processSamplesCount,
+                                                     unsigned long long lastSeenTimeStamp) {
+    NEED_INIT();
+    DEV_OF(h);
+    if (!processSamplesCount) return NVML_ERROR_INVALID_ARGUMENT;
+    unsigned found = 0;
+    for (int i = 0; i < SIM_MAX_SLOTS; i++) {
+        if (!atomic_load(&sim_state->slots[i].pid)) continue;
+        uint64_t at = 0;
+        int pct = sim_proc_utilisation(i, idx, &at);
+        if (pct < 0 || at <= lastSeenTimeStamp) continue;
+        uint32_t pid = sim_slot_pid(i);
+        if (!pid) continue;
+        if (utilization && found < *processSamplesCount)
+            utilization[found] = (nvmlProcessUtilizationSample_t){
+                .pid = pid, .timeStamp = at, .smUtil = (unsigned)pct};
+        found++;
+    }
+    /* As NVML: no sample newer than lastSeenTimeStamp is NVML_ERROR_NOT_FOUND. */
+    nvmlReturn_t r = found == 0                                          ? NVML_ERROR_NOT_FOUND
+                     : (utilization && found <= *processSamplesCount) ? NVML_SUCCESS
+                                                                       : NVML_ERROR_INSUFFICIENT_SIZE;
+    *processSamplesCount = found;
     return r;
 }

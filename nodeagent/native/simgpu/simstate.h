@@ -61,11 +61,25 @@ typedef struct {
     _Atomic uint32_t lost[SIM_MAX_DEV]; /* nonzero: the GPU has fallen off the bus */
 } sim_faults_t;
 
+/* Per-process busy time, as a real driver keeps it for nvmlDeviceGetProcessUtilization: the
+ * kernel time each process slot queued on each (host) device, when its last kernel ends, and
+ * the last utilisation sample taken of it (time, busy done then, percent over the sample).
+ * Appended after the faults like them, so an older state file is extended with zeroes. */
+typedef struct {
+    _Atomic uint64_t total[SIM_MAX_DEV]; /* ns of kernel time queued by this process */
+    _Atomic uint64_t until[SIM_MAX_DEV]; /* CLOCK_MONOTONIC ns when its last kernel ends */
+    _Atomic uint64_t sample_t[SIM_MAX_DEV];
+    _Atomic uint64_t sample_b[SIM_MAX_DEV];
+    _Atomic uint64_t sample_pct[SIM_MAX_DEV];
+    _Atomic uint64_t sample_wall_us[SIM_MAX_DEV]; /* CLOCK_REALTIME µs, NVML's timeStamp */
+} sim_busy_t;
+
 typedef struct {
     uint32_t magic, version, ndev, pad;
     sim_dev_t dev[SIM_MAX_DEV];
     sim_slot_t slots[SIM_MAX_SLOTS];
     sim_faults_t faults;
+    sim_busy_t busy[SIM_MAX_SLOTS];
 } sim_state_t;
 
 /* Per-container visibility, as a real runtime gives a container only its GPUs' device nodes:
@@ -93,6 +107,9 @@ void sim_mem_give(int dev, uint64_t size);
 /* Queue a kernel of dur ns after max(now, earliest); returns its start time, *end its end. */
 uint64_t sim_run(int dev, uint64_t earliest, uint64_t dur, uint64_t *end);
 unsigned sim_utilisation(int dev);
+/* Slot `slot`'s share of visible device `dev` over its last sample (at least 100 ms, taken
+ * when older), in percent; *wall_us: the sample's CLOCK_REALTIME µs. -1: it never ran there. */
+int sim_proc_utilisation(int slot, int dev, uint64_t *wall_us);
 /* The pid of slot `i`'s process in this process's PID namespace (a container's process listed
  * by the host, as NVML lists host pids); 0 when it cannot be found. */
 uint32_t sim_slot_pid(int i);

@@ -152,7 +152,8 @@ def test_postgres_restart_heals_every_process(kube_cluster, tmp_path) -> None:
         name: {"argv": argv, "env": platform.role_env(name)}
         for name, argv in platform.processes().items()
     }
-    spec["portal"]["argv"][spec["portal"]["argv"].index("-p") + 1] = str(port)
+    spec["portal"]["argv"][spec["portal"]["argv"].index("--port") + 1] = str(port)
+    spec.pop("ingest")  # the agents below report to the pages' port, which serves them too
     spec["beat"]["argv"][-1] = str(tmp_path / "celerybeat-schedule")
     worker = spec["worker"]["argv"]
     worker[worker.index("-Q") + 1] = env["TRANCHE_CELERY_QUEUE"]

@@ -65,10 +65,10 @@ def test_helm_lint_is_clean(values) -> None:
         ([*PRODUCTION, "--set", "database.host=null"], "/database", "missing property 'host'"),
         (["--set-string", "portal.replicas=three"], "/portal/replicas", "want integer"),
         (["--set", "colour=blue"], "colour", "not allowed"),
-        (["--set", "watcher.replicas=2"], "/watcher/replicas", "value must be one of"),
+        (["--set", "watcher.replicas=4"], "/watcher/replicas", "maximum"),
     ],
     ids=["production-empty-db-host", "production-no-db-host", "replicas-not-a-number",
-         "unknown-top-level-key", "two-watchers"],
+         "unknown-top-level-key", "four-watchers"],
 )  # fmt: skip
 def test_the_values_schema_refuses_bad_values_naming_the_field(values, field, says) -> None:
     proc = offline_helm("template", RELEASE, str(CHART), "-n", NAMESPACE,
@@ -128,10 +128,12 @@ def test_helm_install_brings_every_component_up(kube_cluster, chart_release) -> 
         assert pod.security_context.run_as_non_root is True, name
         assert pod.containers[0].security_context.read_only_root_filesystem is True, name
     assert deployments[f"{RELEASE}-beat"].spec.replicas == 1
-    assert deployments[f"{RELEASE}-watcher"].spec.strategy.type == "Recreate"
+    # leader-elected (the Lease guards them): a rollout starts the standby first
+    assert deployments[f"{RELEASE}-watcher"].spec.strategy.type == "RollingUpdate"
     accounts = {n: d.spec.template.spec.service_account_name for n, d in deployments.items()}
     assert accounts[f"{RELEASE}-worker"] == "tranche-controller"
     assert accounts[f"{RELEASE}-watcher"] == "tranche-watcher"
+    assert accounts[f"{RELEASE}-beat"] == "tranche-beat"  # its Lease, nothing else
     # pre-flight reads tenants' registries and needs no cluster identity at all
     preflight = deployments[f"{RELEASE}-preflight"].spec.template.spec
     assert preflight.automount_service_account_token is False

@@ -12,6 +12,7 @@ the process being gone.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -19,12 +20,13 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 
 from tests.helpers.cdi_launch import launch_script
 from tests.helpers.skips import NATIVE_BUILD
-from tests.integration.agents.test_backstop import POD, Workload, pod_cgroup
+from tests.integration.agents.test_backstop import GIB, POD, Workload, pod_cgroup
 
 INTERVAL = 0.5  # the agent's tick here; production ticks are longer, the bound is in ticks
 ESCAPE_BYTES = 3 << 29  # 1.5 GiB on a 1 GiB slice
@@ -133,3 +135,58 @@ def test_a_static_binary_in_the_pod_is_stopped(sim_nvml: dict) -> None:
             if static is not None:
                 _end(static)
             w.close()
+
+
+def test_a_raw_clone_child_that_kept_its_parents_slot_is_stopped_past_the_tolerance(
+    sim_nvml: dict,
+) -> None:
+    """The core's one slot gap (tests/native/progs/keepfork.c): a child made by a raw clone()
+    after madvise(MADV_KEEPONFORK) over the core's owner page charges its parent's slot; the
+    parent exits, the child drops the lock, and the next process to start reclaims the slot
+    under the child's 0.9 GiB. The core then admits that process's own 0.9 GiB too: 1.8 GiB
+    held on a 1 GiB claim. NVML lists the child's memory under its own pid, in no live slot,
+    so the backstop stops it (and not the honest process) once the claim is over its slice by
+    the tolerance, within two ticks."""
+    with pod_cgroup(POD) as move:
+        w = Workload(sim_nvml, "e5ca9e00-0000-4000-8000-0000000000cf", permille=0, pod_uid=POD)
+        os.killpg(w.proc.pid, signal.SIGKILL)  # the child and the peer share the cap alone
+        w.proc.wait(timeout=10)
+        child = child_pid = None
+        try:
+            child = _start(w, [str(NATIVE_BUILD / "tests" / "keepfork"), str(int(0.9 * GIB))],
+                           w.mounts)  # fmt: skip
+            move(child.pid)  # the pod's process: its raw-clone child is born in the pod
+            child.stdin.write("go\n")
+            child.stdin.flush()
+            line = child.stdout.readline()
+            assert line.startswith("child "), line + child.stdout.read()
+            child_pid = int(line.split()[1])
+            with agent_ticking(w):
+                peer, events = w.another(0.9)  # reclaims the "dead" slot at start-up
+                admitted_at = time.monotonic()
+                assert events[-1].get("held") == int(0.9 * GIB), events  # the gap: admitted
+                deadline = admitted_at + 10 * INTERVAL
+                while _alive(child_pid) and time.monotonic() < deadline:
+                    time.sleep(0.01)
+                gone = time.monotonic() - admitted_at
+                assert not _alive(child_pid), f"the child still runs after {gone:.2f}s"
+                assert peer.poll() is None  # the honest process keeps running
+            print(f"keepfork: admitted over the cap to the child stopped: {gone * 1000:.0f} ms")  # noqa: T201
+            assert gone <= 2 * INTERVAL
+        finally:
+            if child_pid is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(child_pid, signal.SIGKILL)
+            if child is not None:
+                _end(child)
+            w.close()
+
+
+def _alive(pid: int) -> bool:
+    """Running (a killed process reparented to an init that has not reaped it yet is a
+    zombie: gone for the GPU)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state not in ("Z", "X")

@@ -1,6 +1,6 @@
 """Database faults are bounded (issue #30), against a PostgreSQL of this test's own (own data
 folder and free port, started and stopped with `deploy.local.services`) behind a portal served
-for real (daphne, the pool settings `make run` gives the portal):
+for real (`portal.serve`, the pool settings `make run` gives the portal):
 
 - PostgreSQL stopped 10 s: every page request during the outage is a 503 naming the database
   within 1.5 s (p99; before: 10.0 s each, the pool's timeout), and pages are 200 again within
@@ -108,7 +108,9 @@ def _postmaster(lay: services.Layout) -> int:
 
 def test_database_outages_get_fast_answers_and_heal(own_postgres):
     lay, made = own_postgres
-    with serve_portal("tranche") as portal:
+    # One process: the gate is per process, and each process's first request of an outage
+    # waits the pool timeout (~1 s) before it knows; with N processes N such requests.
+    with serve_portal("tranche", processes=1) as portal:
         quota = f"{portal.http_base}/projects/{made['project']}/"
         readyz = f"{portal.http_base}/readyz?scope=portal"
         wait_for(lambda: _get(quota, made["cookie"])[0] == 200, 30, "the quota page",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tests.helpers.own_redis import OwnRedis
@@ -9,10 +11,41 @@ from tests.helpers.own_redis import OwnRedis
 pytestmark = pytest.mark.django_db
 
 
-def test_healthz_is_up(client):
-    resp = client.get("/healthz")
-    assert resp.status_code == 200
-    assert resp.json() == {"status": "ok"}
+def _asgi_get(path: str, method: str = "GET", cookie: bytes = b"") -> dict:
+    """One request through the portal's real ASGI application (portal/asgi.py)."""
+    from asgiref.sync import async_to_sync
+    from channels.testing import HttpCommunicator
+
+    from portal.asgi import application
+
+    headers = [(b"host", b"testserver")] + ([(b"cookie", cookie)] if cookie else [])
+    communicator = HttpCommunicator(application, method, path, headers=headers)
+    return async_to_sync(communicator.get_response)()
+
+
+def test_healthz_is_up_without_touching_the_database_or_the_session():
+    from django.db import connection
+
+    calls: list[str] = []
+
+    def count(execute, sql, params, many, context):
+        calls.append(sql)
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(count):
+        resp = _asgi_get("/healthz", cookie=b"sessionid=not-a-session")
+    assert resp["status"] == 200
+    assert json.loads(resp["body"]) == {"status": "ok"}
+    assert dict(resp["headers"])[b"cache-control"].startswith(b"max-age=0, no-cache")
+    assert calls == [], f"/healthz ran {len(calls)} queries"
+
+
+def test_healthz_refuses_other_methods_and_other_paths_still_reach_django():
+    resp = _asgi_get("/healthz", method="POST")
+    assert resp["status"] == 405
+    assert dict(resp["headers"])[b"allow"] == b"GET"
+    resp = _asgi_get("/healthz/")  # not the probe's path: Django answers it
+    assert resp["status"] == 404
 
 
 def test_readyz_ready_with_real_services(client):

@@ -54,4 +54,23 @@ static inline CUresult open_device(int ordinal, CUdevice *dev) {
     return cuCtxSetCurrent(ctx);
 }
 
+/* The device NVIDIA_VISIBLE_DEVICES names (the simulated node shows every GPU), else 0. */
+static inline int visible_ordinal(void) {
+    const char *want = getenv("NVIDIA_VISIBLE_DEVICES");
+    int n = 0;
+    if (!want || cuInit(0) != CUDA_SUCCESS || cuDeviceGetCount(&n) != CUDA_SUCCESS) return 0;
+    for (int i = 0; i < n; i++) {
+        CUuuid u;
+        char s[64];
+        const unsigned char *b = (const unsigned char *)u.bytes;
+        if (cuDeviceGetUuid(&u, i) != CUDA_SUCCESS) continue;
+        snprintf(s, sizeof s,
+                 "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
+                 b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
+                 b[14], b[15]);
+        if (!strncmp(want, s, strlen(s))) return i;
+    }
+    return 0;
+}
+
 #endif

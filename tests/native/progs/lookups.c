@@ -13,6 +13,8 @@
  *          elfwalk   the driver's cuMemAlloc_v2 found by reading libcuda's symbol table
  *                    (what a program issuing the driver's ioctls itself amounts to)
  *     prints "held <BYTES>" once allocated, then waits for stdin to close
+ *   lookups spin SECONDS   the driver's cuLaunchKernel from libcuda's symbol table: 1 ms
+ *     kernels back to back (the whole device), unmetered, for the compute backstop's tests
  * Prints "way=<WAY> in_core=<0|1> alloc=<CUresult>" (in_core: the pointer lies in the core),
  * or per NAME "name=<NAME> v1=<CUresult> v1_in_core=<0|1> v2=<CUresult> v2_in_core=<0|1>".
  */
@@ -64,9 +66,16 @@ static void *obtain(const char *way, const char *shim) {
     return NULL;
 }
 
-/* cuMemAlloc_v2 from libcuda's dynamic symbol table, without asking the dynamic linker. */
-static int find_in_libcuda(struct dl_phdr_info *info, size_t size, void *out) {
+/* A symbol (sought->name, cuMemAlloc_v2 by default) from libcuda's dynamic symbol table,
+ * without asking the dynamic linker. */
+typedef struct {
+    const char *name;
+    void *found;
+} sought_t;
+
+static int find_in_libcuda(struct dl_phdr_info *info, size_t size, void *arg) {
     (void)size;
+    sought_t *sought = arg;
     if (!strstr(info->dlpi_name, "libcuda")) return 0;
     const ElfW(Sym) *symtab = NULL;
     const char *strtab = NULL;
@@ -90,29 +99,10 @@ static int find_in_libcuda(struct dl_phdr_info *info, size_t size, void *out) {
         if (buckets[b] > last) last = buckets[b];
     while (last >= off && !(chain[last - off] & 1)) last++;
     for (uint32_t i = 0; i <= last; i++) {
-        if (symtab[i].st_value && !strcmp(strtab + symtab[i].st_name, "cuMemAlloc_v2")) {
-            *(void **)out = (void *)(info->dlpi_addr + symtab[i].st_value);
+        if (symtab[i].st_value && !strcmp(strtab + symtab[i].st_name, sought->name)) {
+            sought->found = (void *)(info->dlpi_addr + symtab[i].st_value);
             return 1;
         }
-    }
-    return 0;
-}
-
-/* The device NVIDIA_VISIBLE_DEVICES names (the simulated node shows every GPU), else 0. */
-static int visible_ordinal(void) {
-    const char *want = getenv("NVIDIA_VISIBLE_DEVICES");
-    int n = 0;
-    if (!want || cuInit(0) != CUDA_SUCCESS || cuDeviceGetCount(&n) != CUDA_SUCCESS) return 0;
-    for (int i = 0; i < n; i++) {
-        CUuuid u;
-        char s[64];
-        const unsigned char *b = (const unsigned char *)u.bytes;
-        if (cuDeviceGetUuid(&u, i) != CUDA_SUCCESS) continue;
-        snprintf(s, sizeof s,
-                 "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
-                 b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
-                 b[14], b[15]);
-        if (!strncmp(want, s, strlen(s))) return i;
     }
     return 0;
 }
@@ -128,8 +118,9 @@ static int escape(const char *how, unsigned long long bytes, const char *shim) {
             h ? (int (*)(unsigned long long, int))dlsym(h, "shim_alloc") : NULL;
         r = alloc ? alloc(bytes, ordinal) : -2;
     } else if (!strcmp(how, "elfwalk")) {
-        alloc_fn f = NULL;
-        dl_iterate_phdr(find_in_libcuda, &f);
+        sought_t s = {"cuMemAlloc_v2", NULL};
+        dl_iterate_phdr(find_in_libcuda, &s);
+        alloc_fn f = (alloc_fn)s.found;
         CUdeviceptr p;
         r = f && !in_core((void *)f) ? (int)f(&p, bytes) : -2;
     }
@@ -143,7 +134,38 @@ static int escape(const char *how, unsigned long long bytes, const char *shim) {
     return 0;
 }
 
+/* Compute the core never meters: the driver's cuLaunchKernel read from libcuda's symbol
+ * table, 1 ms kernels back to back for `seconds` (each waited for, as a training step is).
+ * Prints "running" once the first has run. */
+typedef CUresult (*launch_fn)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
+                              unsigned, unsigned, CUstream, void **, void **);
+
+static int spin(double seconds) {
+    CUdevice dev;
+    CUmodule mod;
+    CUfunction fn;
+    CHECK(open_device(visible_ordinal(), &dev)); /* through the core: a slot, a context */
+    CHECK(cuModuleLoadData(&mod, "spin"));
+    CHECK(cuModuleGetFunction(&fn, mod, "busy"));
+    sought_t s = {"cuLaunchKernel", NULL};
+    dl_iterate_phdr(find_in_libcuda, &s);
+    launch_fn launch = (launch_fn)s.found;
+    EXPECT(launch && !in_core((void *)launch));
+    uint64_t dur = 1000000, end = now_ns() + (uint64_t)(seconds * 1e9);
+    void *params[] = {&dur};
+    for (int i = 0; now_ns() < end; i++) {
+        CHECK(launch(fn, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL));
+        CHECK(cuCtxSynchronize());
+        if (i == 0) {
+            printf("running\n");
+            fflush(stdout);
+        }
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    if (argc == 3 && !strcmp(argv[1], "spin")) return spin(strtod(argv[2], NULL));
     if (argc == 5 && !strcmp(argv[1], "escape"))
         return escape(argv[2], strtoull(argv[3], NULL, 10), argv[4]);
     if (argc >= 3 && !strcmp(argv[1], "alloc")) {

@@ -8,6 +8,7 @@ import json
 from prometheus_client import CollectorRegistry, generate_latest
 
 from nodeagent.metrics import SliceMetrics
+from nodeagent.slice_usage import IdleTracker, SliceUsage
 from nodeagent.stream import StatusStream, backoff_delay, origin_of
 
 POD = {
@@ -23,6 +24,13 @@ POD = {
     "throttled_seconds": 0.5,
     "processes": 1,
 }
+
+SLICE = SliceUsage(
+    namespace="acme-ml", pod="a", claim="c", gpu_uuid="GPU-1", gpu_model="Tesla V100-PCIE-32GB",
+    memory_used_bytes=7, memory_limit_bytes=8, compute_target_ratio=0.25,
+    compute_used_ratio=0.2, rejected_allocations=1, throttled_seconds=0.5, busy_seconds=12.5,
+    contexts=1, slots_in_use=1, idle_seconds=0.0,
+)  # fmt: skip
 
 
 def _frame(s: StatusStream) -> dict:
@@ -147,13 +155,30 @@ def test_metrics_names_and_values():
     registry = CollectorRegistry()
     m = SliceMetrics("n")
     registry.register(m)
-    m.update([POD])
+    m.update([SLICE], [("GPU-1", "Tesla V100-PCIE-32GB", 40)], {"over-cap": 2})
     text = generate_latest(registry).decode()
-    assert (
-        'tranche_slice_memory_used_bytes{gpu_uuid="GPU-1",namespace="acme-ml",node="n",pod="a"} 7.0'
-        in text
+    labels = (
+        'claim="c",gpu_model="Tesla V100-PCIE-32GB",gpu_uuid="GPU-1",namespace="acme-ml",'
+        'node="n",pod="a"'
     )
-    assert "tranche_slice_memory_limit_bytes" in text
+    assert f"tranche_slice_memory_used_bytes{{{labels}}} 7.0" in text
+    assert f"tranche_slice_kernel_busy_seconds_total{{{labels}}} 12.5" in text
+    assert f"tranche_slice_compute_target_ratio{{{labels}}} 0.25" in text
+    assert f"tranche_slice_idle_seconds{{{labels}}} 0.0" in text
     assert "tranche_slice_rejected_allocations_total" in text
     assert "tranche_slice_throttled_seconds_total" in text
-    assert "tranche_slice_compute_used_percent" in text
+    assert (
+        'tranche_gpu_utilization_ratio{gpu_model="Tesla V100-PCIE-32GB",gpu_uuid="GPU-1",'
+        'node="n"} 0.4' in text
+    )
+    assert 'tranche_agent_backstop_actions_total{node="n",reason="over-cap"} 2.0' in text
+    assert 'tranche_agent_backstop_actions_total{node="n",reason="no-claim"} 0.0' in text
+
+
+def test_idle_tracker_counts_idle_time_and_resets_on_work():
+    tracker = IdleTracker()
+    assert tracker.observe(100.0, {"s": 0}) == {"s": (0.0, 0.0)}
+    assert tracker.observe(110.0, {"s": 10_000_000}) == {"s": (0.001, 10.0)}  # 0.1 %: idle
+    ratio, idle = tracker.observe(120.0, {"s": 2_510_000_000})["s"]  # 25 % busy: not idle
+    assert (round(ratio, 3), idle) == (0.25, 0.0)
+    assert tracker.observe(130.0, {}) == {}  # a slice gone is forgotten

@@ -27,6 +27,11 @@ app.kubernetes.io/component: {{ .component }}
 {{ printf "%s-portal" .Release.Name }}
 {{- end }}
 
+{{- /* The node agents' ingest Service (portal.ingest.enabled), else the portal's. */ -}}
+{{- define "tranche.ingestService" -}}
+{{ ternary (printf "%s-portal-ingest" .Release.Name) (include "tranche.portalService" .) .Values.portal.ingest.enabled }}
+{{- end }}
+
 {{/* Settings come from the environment (portal/settings.py); secrets as *_FILE. */}}
 {{- define "tranche.env" -}}
 {{- $dev := eq .Values.mode "development" -}}
@@ -35,7 +40,8 @@ app.kubernetes.io/component: {{ .component }}
 {{- /* Besides the public names: the Service's in-cluster names, which the probes and the node
 agents (their websocket origin is the URL they dial) use. */}}
 {{- $svc := include "tranche.portalService" . }}
-{{- $internal := list $svc (printf "%s.%s.svc" $svc .Release.Namespace) }}
+{{- $ingest := include "tranche.ingestService" . }}
+{{- $internal := uniq (list $svc (printf "%s.%s.svc" $svc .Release.Namespace) $ingest (printf "%s.%s.svc" $ingest .Release.Namespace)) }}
 - {name: TRANCHE_ALLOWED_HOSTS, value: {{ join "," (concat .Values.portal.allowedHosts $internal) | quote }}}
 {{- with .Values.portal.csrfTrustedOrigins }}
 - {name: TRANCHE_CSRF_TRUSTED_ORIGINS, value: {{ join "," . | quote }}}

@@ -9,21 +9,10 @@ from django.db import models
 from portal.audit.models import AuditLog
 
 
-def record_audit(
-    *,
-    actor: Any,
-    action: str,
-    obj: models.Model,
-    before: dict[str, Any] | None = None,
-    after: dict[str, Any] | None = None,
-    organization_id: int | None = None,
-    system: str = "",
-) -> AuditLog:
-    """Append one audit row. `actor` is a user or None with `system` naming the component."""
-    row = audit_row(
-        actor=actor, action=action, obj=obj, before=before, after=after,
-        organization_id=organization_id, system=system,
-    )  # fmt: skip
+def record_audit(**fields: Any) -> AuditLog:
+    """Append one audit row (the fields of `audit_row`: actor, action, obj, before, after,
+    organization_id, system). `actor` is a user or None with `system` naming the component."""
+    row = audit_row(**fields)
     row.save()
     return row
 

@@ -44,7 +44,7 @@ def build_world(count: int) -> None:
     from portal.catalog.seed import ensure_catalogue
     from portal.orders.models import Order, Subscription
     from portal.tenants.models import Organization, Project
-    from portal.tenants.naming import derive_namespace
+    from tranche.naming import derive_namespace
 
     products = list(ensure_catalogue())[:3]
     have = Organization.objects.filter(slug__startswith="bench-inv-").count()

@@ -108,8 +108,8 @@ def main() -> None:
     from portal.catalog.seed import ensure_catalogue
     from portal.orders.services import place_order
     from portal.tenants.models import Membership, Project
-    from portal.tenants.naming import derive_namespace
     from portal.tenants.services import sign_up
+    from tranche.naming import derive_namespace
 
     product = {p.device_class: p for p in ensure_catalogue()}["tranche-v100-8g"]
     tag = secrets.token_hex(3)

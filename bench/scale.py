@@ -410,7 +410,7 @@ class Scale:
         full) and the portal must say so; then put the node back and wait for recovery."""
         from kubernetes import client
 
-        from portal.status.models import PodState
+        from portal.cluster.models import PodState
         from tranche.pod_reasons import CAPACITY_BUSY
 
         index = self.nodes - 1

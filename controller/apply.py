@@ -26,7 +26,7 @@ import urllib3
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
-from controller.render.spec import ANNOTATION_SPEC_HASH, LABEL_MANAGED_BY, MANAGED_BY
+from tranche.names import ANNOTATION_SPEC_HASH, LABEL_MANAGED_BY, MANAGED_BY
 
 log = logging.getLogger(__name__)
 FIELD_MANAGER = "tranche-controller"
@@ -151,7 +151,7 @@ def kube_api_client() -> client.ApiClient:
     """Client from CONTROLLER_KUBECONFIG, KUBECONFIG, in-cluster config, else the devcluster."""
     from django.conf import settings
 
-    path = getattr(settings, "CONTROLLER_KUBECONFIG", "") or os.environ.get("KUBECONFIG", "")
+    path = settings.CONTROLLER_KUBECONFIG or os.environ.get("KUBECONFIG", "")
     if not path and os.environ.get("KUBERNETES_SERVICE_HOST"):
         config.load_incluster_config()
         return client.ApiClient()

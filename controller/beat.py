@@ -30,9 +30,10 @@ def main() -> None:
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     django.setup()
+    from celery import current_app as app  # the portal's app, configured by django.setup()
+
     from controller.apply import kube_api_client
     from controller.leader import LeaseElector, lost_leadership
-    from portal.celery import app
 
     elector = LeaseElector(kube_api_client(), args.lease)
     campaign_over = threading.Event()

@@ -1,41 +1,44 @@
-"""Read the database (the truth) into the frozen specs the renderers take.
+"""The controller's one reader of portal state: the database (the truth) into the frozen specs
+the renderers take, and the few facts the watcher and the tasks ask of it.
 
-Read-only. `load_project` reads one project (a handful of queries); `load_projects` reads every
+Read-only; its twin `controller.store` is the one writer, and no other controller module imports
+`portal`. `load_project` reads one project (a handful of queries); `load_projects` reads every
 project in a constant number of queries (the periodic resync); both build the same `ProjectState`
-through `project_state`. Settings (all optional, read with defaults): CONTROLLER_POD_QUOTA,
-CONTROLLER_DEFAULT_MEMORY_REQUEST_MIB, CONTROLLER_DEFAULT_MEMORY_LIMIT_MIB,
-CONTROLLER_DEFAULT_CPU_REQUEST_MILLICORES, CONTROLLER_CANCEL_GRACE_SECONDS,
-CONTROLLER_PLATFORM_USERS, TENANT_INGRESS_NAMESPACES, ALLOW_NODE_PORT_SERVICES.
+through `project_state`. Settings (`portal/settings.py`, each set by a TRANCHE_* variable the
+chart fills): CONTROLLER_POD_QUOTA, CONTROLLER_DEFAULT_MEMORY_REQUEST_MIB,
+CONTROLLER_DEFAULT_MEMORY_LIMIT_MIB, CONTROLLER_DEFAULT_CPU_REQUEST_MILLICORES,
+CONTROLLER_CANCEL_GRACE_SECONDS, CONTROLLER_PLATFORM_USERS, TENANT_INGRESS_NAMESPACES,
+ALLOW_NODE_PORT_SERVICES.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
 from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
-from controller.access import Member, accounts, members_by_organization
+from controller.access import Member, accounts
 from controller.conditions import OpenOrder, SubscriptionState
-from controller.render.spec import Entitlement, PlanLimits, ProductSpec, ProjectSpec
+from controller.render.spec import Entitlement, PlanLimits, ProjectSpec
+from portal.access.models import ClusterAccess
+from portal.agents.gpu_service import InMaintenance, in_maintenance
 from portal.catalog.models import Product
+from portal.cluster.models import MeteringCheckpoint
 from portal.orders.models import Order, Subscription
-from portal.tenants.models import Project
-from tranche import quota
-from tranche.orders import OPEN_ORDER_STATES
+from portal.tenants.models import Membership, Project
+from tranche.orders import CANCEL, CANCELLING, OPEN_ORDER_STATES
+from tranche.products import ProductSpec
 
-
-def setting(name: str, default: Any) -> Any:
-    """A controller setting from django.conf.settings, else `default`."""
-    return getattr(settings, name, default)
+ProjectGone = Project.DoesNotExist  # the project was deleted (a message about it is moot)
 
 
 def cancel_grace() -> timedelta:
     """How long a cancel waits for allocated claims before removing the class's template."""
-    return timedelta(seconds=setting("CONTROLLER_CANCEL_GRACE_SECONDS", 3600))
+    return timedelta(seconds=settings.CONTROLLER_CANCEL_GRACE_SECONDS)
 
 
 def platform_products() -> list[ProductSpec]:
@@ -47,12 +50,12 @@ def platform_products() -> list[ProductSpec]:
 
 def node_ports_allowed() -> bool:
     """Whether tenants may make NodePort and LoadBalancer Services (the service policy)."""
-    return bool(setting("ALLOW_NODE_PORT_SERVICES", False))
+    return bool(settings.ALLOW_NODE_PORT_SERVICES)
 
 
 def platform_users() -> tuple[str, ...]:
     """Usernames policy 4 treats as the platform (the controller's own identity in production)."""
-    return tuple(setting("CONTROLLER_PLATFORM_USERS", ()))
+    return tuple(settings.CONTROLLER_PLATFORM_USERS)
 
 
 @dataclass(frozen=True)
@@ -81,6 +84,63 @@ def _open_order(o: Order) -> OpenOrder:
     return OpenOrder(o.pk, o.kind, o.state, o.product.device_class, o.quantity, o.created_at)
 
 
+def members_by_organization(
+    organization_ids: Iterable[int] | None = None,
+) -> dict[int, list[Member]]:
+    """Active members of the given organizations (all if None), by username; two queries."""
+    memberships = Membership.objects.filter(user__is_active=True)
+    if organization_ids is not None:
+        memberships = memberships.filter(organization_id__in=list(organization_ids))
+    rows = memberships.order_by("user__username").values_list(
+        "organization_id", "user__username", "user_id", "role"
+    )
+    generations = dict(
+        ClusterAccess.objects.filter(user_id__in=memberships.values("user_id")).values_list(
+            "user_id", "generation"
+        )
+    )
+    members: dict[int, list[Member]] = {}
+    for org, username, user_id, role in rows:
+        members.setdefault(org, []).append(
+            Member(username, user_id, role, generations.get(user_id, 1))
+        )
+    return members
+
+
+def project_namespace(project_id: int) -> str:
+    """The project's namespace; raises `ProjectGone` once it is deleted."""
+    return Project.objects.values_list("namespace", flat=True).get(pk=project_id)
+
+
+def project_namespaces() -> dict[str, int]:
+    """Namespace -> project id of every project (the watcher's map of tenant namespaces)."""
+    return dict(Project.objects.values_list("namespace", "pk"))
+
+
+def namespace_in_use(namespace: str) -> bool:
+    """Whether a project still names the namespace (retiring it would delete its workloads)."""
+    return Project.objects.filter(namespace=namespace).exists()
+
+
+def cancel_waits(project_id: int) -> bool:
+    """Whether a cancel of the project waits for its claims to go (a released claim ends it)."""
+    return Order.objects.filter(project_id=project_id, state=CANCELLING).exists()
+
+
+def gpus_in_maintenance() -> list[InMaintenance]:
+    """GPUs support marked out for maintenance (their newest mark), by node and GPU."""
+    return in_maintenance()
+
+
+def claims_checkpoint() -> str | None:
+    """The claims resourceVersion the ledger last followed (None: never)."""
+    return (
+        MeteringCheckpoint.objects.filter(stream="claims")
+        .values_list("resource_version", flat=True)
+        .first()
+    )
+
+
 def subscription_states(project_id: int) -> tuple[SubscriptionState, ...]:
     """The project's subscriptions with their stored conditions (what an outcome compares)."""
     rows = (
@@ -98,16 +158,10 @@ def plan_limits(project: Project) -> PlanLimits:
     return PlanLimits(
         cpu_millicores=project.cpu_quota_millicores,
         memory_mib=project.memory_quota_mib,
-        pods=setting("CONTROLLER_POD_QUOTA", quota.PODS),
-        default_memory_request_mib=setting(
-            "CONTROLLER_DEFAULT_MEMORY_REQUEST_MIB", quota.DEFAULT_MEMORY_REQUEST_MIB
-        ),
-        default_memory_limit_mib=setting(
-            "CONTROLLER_DEFAULT_MEMORY_LIMIT_MIB", quota.DEFAULT_MEMORY_LIMIT_MIB
-        ),
-        default_cpu_request_millicores=setting(
-            "CONTROLLER_DEFAULT_CPU_REQUEST_MILLICORES", quota.DEFAULT_CPU_REQUEST_MILLICORES
-        ),
+        pods=settings.CONTROLLER_POD_QUOTA,
+        default_memory_request_mib=settings.CONTROLLER_DEFAULT_MEMORY_REQUEST_MIB,
+        default_memory_limit_mib=settings.CONTROLLER_DEFAULT_MEMORY_LIMIT_MIB,
+        default_cpu_request_millicores=settings.CONTROLLER_DEFAULT_CPU_REQUEST_MILLICORES,
     )
 
 
@@ -116,14 +170,16 @@ def load_project(
     allocated: dict[str, int] | None = None,
     now: datetime | None = None,
     products: list[ProductSpec] | None = None,
+    orders: tuple[OpenOrder, ...] | None = None,
 ) -> ProjectState:
-    """Desired state of a project. `allocated` (class -> claims) decides cancel grace periods."""
+    """Desired state of a project. `allocated` (class -> claims) decides cancel grace periods;
+    `products` and `orders` (`open_orders`) if the caller has read them already."""
     project = Project.objects.select_related("organization").get(pk=project_id)
     subs = Subscription.objects.filter(project_id=project_id).select_related("product__gpu_model")
     return project_state(
         project,
         subs=list(subs),
-        orders=open_orders(project_id),
+        orders=open_orders(project_id) if orders is None else orders,
         members=members_by_organization([project.organization_id]).get(project.organization_id, []),
         products=products if products is not None else platform_products(),
         allocated=allocated,
@@ -183,7 +239,7 @@ def project_state(
     suspended = project.organization.is_suspended
     first_cancel: dict[str, datetime] = {}
     for o in orders:
-        if o.kind == Order.Kind.CANCEL:
+        if o.kind == CANCEL:
             first_cancel.setdefault(o.device_class, o.created_at)
     entitlements, waiting = [], {}
     subscribed = {}
@@ -216,7 +272,7 @@ def project_state(
         limits=plan_limits(project),
         all_products=tuple(products),
         accounts=accounts(members, suspended),
-        ingress_namespaces=tuple(setting("TENANT_INGRESS_NAMESPACES", ())),
+        ingress_namespaces=tuple(settings.TENANT_INGRESS_NAMESPACES),
     )
     states = tuple(
         SubscriptionState(
@@ -225,11 +281,3 @@ def project_state(
         for s in sorted(subs, key=lambda s: s.pk)
     )
     return ProjectState(spec, suspended, subscribed, orders, waiting, states)
-
-
-def spec_key(objects: list[dict[str, Any]]) -> str:
-    """Content key of a list of rendered objects (to skip re-checking unchanged ones)."""
-    import hashlib
-    import json
-
-    return hashlib.sha256(json.dumps(objects, sort_keys=True).encode()).hexdigest()

@@ -1,18 +1,25 @@
-"""Feed the billing ledger from the cluster: one call per claim event, one resync from a LIST.
+"""Feed the claim ledger from the cluster: one call per claim event, one resync from a LIST.
 
 Kept apart from the watcher's stream/fold code so the watcher only calls `meter_claim_event`
 for each claim event and `meter_claims_listed` after each relist of claims; the periodic resync
-(`controller.resync_all`) calls `resync_ledger`. Ledger writes never stop the watcher: a failed
-write is logged and the next resync (which compares the ledger with the cluster) repairs it.
+(`controller.tasks.resync`) calls `resync_ledger`. Claims are read into `tranche.observed` facts
+here (`controller.observe`) and written through `controller.store`. Ledger writes never stop the
+watcher: a failed write is logged and the next resync (which compares the ledger with the
+cluster) repairs it.
 """
 
 from __future__ import annotations
 
 import logging
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
+from django.db import connection
+
+from controller import desired, store
 from controller.apply import Applier
+from controller.observe import observed_claim
+from tranche.observed import ClaimEvent
 
 log = logging.getLogger(__name__)
 CLAIMS_PATH = "/apis/resource.k8s.io/v1/resourceclaims"
@@ -21,13 +28,12 @@ CLAIMS_PATH = "/apis/resource.k8s.io/v1/resourceclaims"
 def meter_claim_event(kind: str, claim: dict[str, Any], replaying: bool = False) -> None:
     """Open or close the claim's usage record (idempotent), then remember the event's version
     as the ledger's checkpoint; never raises."""
-    from portal.billing.metering import observe_claim, save_checkpoint
-
+    version = (claim.get("metadata") or {}).get("resourceVersion", "")
+    fact = observed_claim(claim)
     try:
-        observe_claim(kind, claim, replaying=replaying)
-        save_checkpoint((claim.get("metadata") or {}).get("resourceVersion", ""))
+        store.record_claim_event(ClaimEvent(kind, fact, version), replaying=replaying)
     except Exception:  # the database may be restarting: the next resync repairs the ledger
-        log.exception("ledger: could not record %s of claim %s", kind, _name(claim))
+        log.exception("ledger: could not record %s of claim %s/%s", kind, fact.namespace, fact.name)
     finally:
         _release_connection()
 
@@ -37,11 +43,8 @@ def meter_claims_listed(
 ) -> None:
     """Reconcile the ledger with a full LIST of claims sent at `listed_at` (at
     `resource_version`, then the ledger's checkpoint); never raises."""
-    from portal.billing.metering import resync_claims, save_checkpoint
-
     try:
-        resync_claims(claims, listed_at)
-        save_checkpoint(resource_version or "")
+        store.resync_claims(map(observed_claim, claims), listed_at, resource_version or "")
     except Exception:
         log.exception("ledger: resync from %d listed claims failed", len(claims))
     finally:
@@ -50,10 +53,8 @@ def meter_claims_listed(
 
 def claims_checkpoint() -> str | None:
     """The claims resourceVersion the ledger last followed (None: never, or unreadable)."""
-    from portal.billing.metering import load_checkpoint
-
     try:
-        return load_checkpoint()
+        return desired.claims_checkpoint()
     except Exception:
         log.exception("ledger: could not read the claims checkpoint")
         return None
@@ -68,21 +69,11 @@ def _release_connection() -> None:
     connection per thread until it is closed, so without this each stream thread would hold one
     of the pool's few connections for good and the writer would starve ("couldn't get a
     connection after 10 s")."""
-    from django.db import connection
-
     connection.close()
 
 
 def resync_ledger(applier: Applier) -> dict[str, int]:
     """LIST every claim (one call) and reconcile the ledger with it (the periodic resync)."""
-    from django.utils import timezone
-
-    from portal.billing.metering import resync_claims
-
-    listed_at = timezone.now()
-    return resync_claims(applier.list_path(CLAIMS_PATH), listed_at)
-
-
-def _name(claim: dict[str, Any]) -> str:
-    meta = claim.get("metadata") or {}
-    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+    listed_at = datetime.now(UTC)
+    claims = applier.list_path(CLAIMS_PATH)
+    return store.resync_claims(map(observed_claim, claims), listed_at)

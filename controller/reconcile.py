@@ -3,14 +3,16 @@
 Steps, under a per-project PostgreSQL advisory lock (two workers never interleave; a killed worker's
 lock dies with its connection): read the live managed objects and, if a cancel is open, the
 project's allocated claims; build the desired objects from the database; apply what differs and
-prune what is no longer desired. The database side is two outcomes computed purely by
-`controller.conditions.project_outcome` and each stored in ONE transaction by
-`portal.orders.lifecycle.store_outcome`: before applying, open buys become provisioning; after it,
-orders move on (provisioning → active, cancel → cancelling/cancelled) with their conditions and
-the subscriptions' conditions, each row only when it changes. A crash between the two leaves a
-consistent "provisioning" state the next run finishes. Transient API errors propagate (the task
-retries; the resync repairs anything left); a permanent refusal fails the open orders and marks
-their subscriptions Failed with the API's reason and message, in one transaction too.
+prune what is no longer desired. The database side is outcomes computed purely by
+`controller.conditions.project_outcome` and each stored in ONE transaction through
+`controller.store`: after the apply, orders move on (pending/provisioning → active, cancel →
+cancelling/cancelled) with their conditions, history and audit rows and the subscriptions'
+conditions, each row only when it changes. Open buys are marked provisioning only if the apply
+is still running after `PROVISIONING_DELAY_SECONDS` (`store.DeferredOutcome`): a tenant never
+sees a state that lasts milliseconds, and a quick reconcile is one write transaction. A crash
+leaves pending or provisioning, which the next run finishes. Transient API errors propagate
+(the task retries; the resync repairs anything left); a permanent refusal fails the open orders
+and marks their subscriptions Failed with the API's reason and message, in one transaction too.
 
 `resync_all()` (the periodic resync) reads the live objects once per kind for all namespaces and
 every project's rows in a constant number of queries, and calls `reconcile_project` only for the
@@ -31,7 +33,7 @@ from typing import Any
 
 from django.db import connection
 
-from controller import desired
+from controller import desired, store
 from controller.apply import (
     NAMESPACED_MANAGED,
     PLATFORM_KINDS,
@@ -42,17 +44,17 @@ from controller.apply import (
     shared_api_client,
 )
 from controller.conditions import Step, project_outcome
+from controller.observe import allocated_by_class
 from controller.render.bundle import render_platform, render_project
-from controller.render.spec import CLAIM_REQUEST_NAME, ProductSpec
-from portal.orders import lifecycle
-from portal.orders.models import Order
-from portal.tenants.models import Project
+from tranche.orders import CANCEL
+from tranche.products import ProductSpec
 
 log = logging.getLogger(__name__)
 LOCK_SPACE = 0x7472  # "tr": advisory-lock key space of the controller
 LOCK_WAIT_SECONDS = 60.0
 PLATFORM_TTL_SECONDS = 30.0
-_platform_synced: dict[str, float] = {}  # platform content hash -> monotonic time of last sync
+PROVISIONING_DELAY_SECONDS = 0.5  # a tenant sees "provisioning" only if the apply takes longer
+_platform_synced: dict[tuple, float] = {}  # platform inputs -> monotonic time of last sync
 
 
 class ProjectBusyError(TransientApiError):
@@ -107,27 +109,23 @@ def sync_platform(
     `products`: the platform's products if the caller has read them already."""
     if products is None:
         products = desired.platform_products()
-    objects = render_platform(products, desired.platform_users(), desired.node_ports_allowed())
-    key = desired.spec_key(objects)
-    if cached and time.monotonic() - _platform_synced.get(key, -1e9) < PLATFORM_TTL_SECONDS:
+    # The renderers are pure: the same inputs render the same objects, so a recent sync of the
+    # same inputs is known without rendering them again (the policies are most of a per-order
+    # reconcile's Python time).
+    inputs = (tuple(products), desired.platform_users(), desired.node_ports_allowed())
+    if cached and time.monotonic() - _platform_synced.get(inputs, -1e9) < PLATFORM_TTL_SECONDS:
         return []
+    objects = render_platform(*inputs)
     live = {k: applier.list_managed(*k) for k in PLATFORM_KINDS}
     changes = applier.sync(objects, live, prune=prune)
-    _platform_synced[key] = time.monotonic()
+    _platform_synced[inputs] = time.monotonic()
     return changes
 
 
 def _allocated_claims(applier: Applier, namespace: str) -> dict[str, int]:
     """Allocated claims per DeviceClass in the namespace (for cancel grace decisions)."""
-    claims = applier.list_path(f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims")
-    counts: Counter[str] = Counter()
-    for claim in claims:
-        if not claim.get("status", {}).get("allocation"):
-            continue
-        for req in claim.get("spec", {}).get("devices", {}).get("requests", []):
-            if req.get("name") == CLAIM_REQUEST_NAME and "exactly" in req:
-                counts[req["exactly"].get("deviceClassName", "")] += 1
-    return dict(counts)
+    path = f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims"
+    return allocated_by_class(applier.list_path(path))
 
 
 _READERS: dict[int, ThreadPoolExecutor] = {}  # pid -> pool (Celery forks: a pool per process)
@@ -157,48 +155,57 @@ def _live_project(applier: Applier, namespace: str) -> dict[tuple[str, str], dic
 
 
 def reconcile_project(
-    project_id: int, applier: Applier | None = None, platform_cached: bool = True
+    project_id: int,
+    applier: Applier | None = None,
+    platform_cached: bool = True,
+    provisioning_delay: float = PROVISIONING_DELAY_SECONDS,
 ) -> ReconcileResult:
     """Make the project's namespace match the database. Idempotent; safe to run concurrently."""
     began = time.perf_counter()
-    namespace = Project.objects.values_list("namespace", flat=True).get(pk=project_id)
+    namespace = desired.project_namespace(project_id)
     applier = applier or Applier(shared_api_client())
     before, api_before = Counter(applier.calls), applier.api_seconds
     result = ReconcileResult(project_id)
     with project_lock(project_id):
         orders = desired.open_orders(project_id)
-        # Step 1 (one transaction): the open buys are being provisioned.
-        lifecycle.store_outcome(
-            project_outcome(
+        # Step 1, only if the apply takes a while (one transaction): the open buys are being
+        # provisioned.
+        provisioning = store.DeferredOutcome(
+            lambda: project_outcome(
                 Step.APPLYING, orders=orders, subscriptions=desired.subscription_states(project_id)
-            )
+            ),
+            provisioning_delay,
         )
-        products = desired.platform_products()  # read once: the platform and the project
-        result.changes += sync_platform(
-            applier, prune=False, cached=platform_cached, products=products
-        )
-        live = _live_project(applier, namespace)
-        cancelling = any(o.kind == Order.Kind.CANCEL for o in orders)
-        allocated = (
-            _allocated_claims(applier, namespace)
-            if cancelling and live[("v1", "Namespace")]
-            else {}
-        )
-        state = desired.load_project(project_id, allocated, products=products)
         try:
-            result.changes += applier.sync(render_project(state.spec), live)
-        except ApplyError as exc:
-            log.error("project %s: %s", project_id, exc)
-            # Step 2, refused (one transaction): open orders failed, subscriptions say why.
-            lifecycle.store_outcome(
-                project_outcome(
-                    Step.FAILED,
-                    orders=state.open_orders,
-                    subscriptions=state.subscriptions,
-                    failure=(exc.reason, exc.message),
-                )
+            products = desired.platform_products()  # read once: the platform and the project
+            result.changes += sync_platform(
+                applier, prune=False, cached=platform_cached, products=products
             )
-            raise
+            live = _live_project(applier, namespace)
+            cancelling = any(o.kind == CANCEL for o in orders)
+            allocated = (
+                _allocated_claims(applier, namespace)
+                if cancelling and live[("v1", "Namespace")]
+                else {}
+            )
+            state = desired.load_project(project_id, allocated, products=products, orders=orders)
+            try:
+                result.changes += applier.sync(render_project(state.spec), live)
+            except ApplyError as exc:
+                provisioning.settle()
+                log.error("project %s: %s", project_id, exc)
+                # Step 2, refused (one transaction): open orders failed, subscriptions say why.
+                store.store_outcome(
+                    project_outcome(
+                        Step.FAILED,
+                        orders=state.open_orders,
+                        subscriptions=state.subscriptions,
+                        failure=(exc.reason, exc.message),
+                    )
+                )
+                raise
+        finally:
+            provisioning.settle()  # what it stored (if anything) comes before what follows
         # Step 2 (one transaction): the cluster matches the database; orders move on.
         outcome = project_outcome(
             Step.APPLIED,
@@ -207,7 +214,7 @@ def reconcile_project(
             suspended=state.suspended,
             waiting=state.waiting_cancels,
         )
-        lifecycle.store_outcome(outcome)
+        store.store_outcome(outcome)
         result.orders = {o.order_id: o.state for o in outcome.orders if o.state}
     result.calls = applier.calls - before
     result.seconds = time.perf_counter() - began
@@ -259,7 +266,7 @@ def is_settled(state: desired.ProjectState, live: dict[tuple[str, str], dict]) -
     outcome = project_outcome(
         Step.APPLIED, orders=(), subscriptions=state.subscriptions, suspended=state.suspended
     )
-    return lifecycle.changes_nothing(outcome, {s.id: s.conditions for s in state.subscriptions})
+    return store.changes_nothing(outcome, {s.id: s.conditions for s in state.subscriptions})
 
 
 def resync_project(
@@ -276,7 +283,7 @@ def resync_project(
         return ReconcileResult(state.spec.project_id)
     try:
         return reconcile_project(state.spec.project_id, applier, platform_cached=True)
-    except Project.DoesNotExist:
+    except desired.ProjectGone:
         log.info("project %s was deleted during the resync", state.spec.project_id)
         return None
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import logging
 
+from controller import desired
 from controller.apply import Applier, shared_api_client
-from controller.render.spec import LABEL_MANAGED_BY, LABEL_TENANT, MANAGED_BY
-from portal.tenants.models import Project
+from tranche.names import LABEL_MANAGED_BY, LABEL_TENANT, MANAGED_BY
 
 log = logging.getLogger(__name__)
 ACCESS_KINDS = (
@@ -23,7 +23,7 @@ ACCESS_KINDS = (
 
 def retire_namespace(namespace: str, applier: Applier | None = None) -> list[str]:
     """Delete the access objects, then the namespace; returns what was deleted."""
-    if Project.objects.filter(namespace=namespace).exists():
+    if desired.namespace_in_use(namespace):
         log.info("namespace %s still belongs to a project: kept", namespace)
         return []
     applier = applier or Applier(shared_api_client())

@@ -1,11 +1,10 @@
 """Thin Celery wrappers: ids in, idempotent reconciles out.
 
-`controller.reconcile_project` is what the portal sends on commit (by name), and
-`controller.retire_namespace` when a project is deleted, `controller.sync_gpu_maintenance`
-when support marks a GPU; `controller.resync_all` is what beat
-runs. All are `acks_late` (a killed worker's message is redelivered) and retry only
-named transient errors, with exponential backoff and jitter. A lost message costs nothing: the
-next resync reconciles every project.
+`reconcile_project` is what the portal sends on commit, `retire_namespace` when a project is
+deleted and `sync_gpu_maintenance` when support marks a GPU; `resync_all` is what beat runs
+(their names: `tranche.tasknames`). All are `acks_late` (a killed worker's message is
+redelivered) and retry only named transient errors, with exponential backoff and jitter. A lost
+message costs nothing: the next resync reconciles every project.
 """
 
 from __future__ import annotations
@@ -17,8 +16,9 @@ from celery import shared_task
 from celery.signals import worker_ready
 from django.db import InterfaceError, OperationalError
 
-from controller import gpu_maintenance, metering, metrics, reconcile, retire
+from controller import desired, gpu_maintenance, metering, metrics, reconcile, retire
 from controller.apply import Applier, TransientApiError, shared_api_client
+from tranche import tasknames
 
 log = logging.getLogger(__name__)
 TRANSIENT = (TransientApiError, OperationalError, InterfaceError)
@@ -32,17 +32,15 @@ RETRY = {
 }
 
 
-@shared_task(name="controller.reconcile_project", **RETRY)
+@shared_task(name=tasknames.RECONCILE_PROJECT, **RETRY)
 def reconcile_project(project_id: int) -> dict:
     """Reconcile one project; returns a small summary for the result backend / logs.
 
     A project deleted after the message was sent has nothing left to reconcile: logged, done."""
-    from portal.tenants.models import Project
-
     began = time.monotonic()
     try:
         result = reconcile.reconcile_project(int(project_id))
-    except Project.DoesNotExist:
+    except desired.ProjectGone:
         metrics.observe_reconcile("gone", time.monotonic() - began)
         log.info("project %s no longer exists: nothing to reconcile", project_id)
         return {"project": project_id, "writes": 0, "orders": 0, "gone": True}
@@ -62,7 +60,7 @@ def reconcile_project(project_id: int) -> dict:
     }
 
 
-@shared_task(name="controller.resync_all", **RETRY)
+@shared_task(name=tasknames.RESYNC_ALL, **RETRY)
 def resync_all() -> dict:
     """Check every project against the cluster (beat); a no-op resync writes nothing."""
     return resync(Applier(shared_api_client()))
@@ -79,13 +77,13 @@ def resync(applier: Applier) -> dict:
     return {"projects": len(results), "writes": writes, "ledger": ledger}
 
 
-@shared_task(name="controller.retire_namespace", **RETRY)
+@shared_task(name=tasknames.RETIRE_NAMESPACE, **RETRY)
 def retire_namespace(namespace: str) -> dict:
     """Remove a deleted project's namespace (access objects first); idempotent."""
     return {"namespace": namespace, "deleted": len(retire.retire_namespace(str(namespace)))}
 
 
-@shared_task(name="controller.sync_gpu_maintenance", **RETRY)
+@shared_task(name=tasknames.SYNC_GPU_MAINTENANCE, **RETRY)
 def sync_gpu_maintenance() -> dict:
     """Support marked a GPU out for maintenance or back in service: its DeviceTaintRule."""
     return {"changes": gpu_maintenance.sync_gpu_maintenance(Applier(shared_api_client()))}

@@ -134,7 +134,7 @@ def stop_pid(pid: int, argv0: str | None = None, timeout: float = STOP_GRACE_SEC
     """SIGTERM the process (its whole group when it leads one), SIGKILL what is left after
     `timeout` seconds; returns once it is gone. When it led its group, whatever is left of the
     group after the leader exited (a child that ignored SIGTERM) is SIGKILLed too, so stopping
-    leaves no process of it behind (issue #30: `make stop` must leave nothing of the stack)."""
+    leaves no process of it behind (`make stop` must leave nothing of the stack)."""
     try:
         leads = is_ours(pid, argv0) and os.getpgid(pid) == pid
     except ProcessLookupError:

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tranche.names import CDI_VENDOR
+from tranche.names import ANNOTATION_CLAIM_UID, CDI_VENDOR
 
 # Paths inside the container; the shipped core reads the config and region at exactly these
 # paths and takes no override from the environment (nodeagent/native/src/config.h).
@@ -142,7 +142,7 @@ def render_cdi_spec(
     return {
         "cdiVersion": CDI_VERSION,
         "kind": CDI_KIND,
-        "annotations": {"tranche.dev/claim-uid": claim_uid},
+        "annotations": {ANNOTATION_CLAIM_UID: claim_uid},
         "devices": per_device,
         "containerEdits": container_edits,
     }

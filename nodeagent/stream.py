@@ -4,7 +4,7 @@ backoff and jitter, and one bounded buffer of what the portal has not acknowledg
 A frame carries every pod entry (report or removal) not acknowledged yet: pods that changed,
 pods gone, and entries the portal refused for now (`StatusAck.refused` with `retry`) or lost
 with a frame (an error answer, an outage, a dropped connection). The same buffer covers a portal
-or Redis outage and the per-entry refusals of issue #32: newest entry per pod kept, removals
+or Redis outage and the portal's per-entry refusals: newest entry per pod kept, removals
 included, resent until acknowledged or superseded. The first sample after (re)connecting and
 one every `full_every` seconds put every pod again, so the portal can never stay wrong for long.
 """

@@ -26,7 +26,7 @@ from portal.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
-        "http": AnswerLiveness(StampArrival(django_asgi_app)),  # deadlines count from here (#28)
+        "http": AnswerLiveness(StampArrival(django_asgi_app)),  # deadlines count from here
         "websocket": SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )

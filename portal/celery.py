@@ -26,6 +26,8 @@ import socket
 from celery import Celery, bootsteps
 from celery.signals import beat_init, task_postrun, task_prerun
 
+from tranche import tasknames
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 
 app = Celery("tranche")
@@ -45,7 +47,7 @@ class ResyncOnConnect(bootsteps.StartStopStep):
     def start(self, consumer) -> None:
         # To a queue this worker consumes, so a test worker never feeds another's queue.
         queue = next(iter(q.name for q in consumer.task_consumer.queues), None)
-        consumer.app.send_task("controller.resync_all", queue=queue)
+        consumer.app.send_task(tasknames.RESYNC_ALL, queue=queue)
         log.info("broker connected: sent controller.resync_all to %s to catch up", queue)
 
 

@@ -18,6 +18,7 @@ from portal.env import (
     env_secret,
     env_str,
 )
+from tranche import quota, tasknames
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 STATE_DIR = Path(env_str("TRANCHE_STATE_DIR", str(BASE_DIR / ".state")))
@@ -59,6 +60,7 @@ INSTALLED_APPS = [
     "portal.audit",
     "portal.tenants",
     "portal.catalog",
+    "portal.cluster",
     "portal.orders",
     "portal.billing",
     "portal.agents",
@@ -126,7 +128,7 @@ DB_POOL_MIN_SIZE = min(env_int("TRANCHE_DB_POOL_MIN_SIZE", 1, minimum=0), DB_POO
 
 # PostgreSQL is the truth. `make run`/`make test` start a project-owned instance on loopback and
 # export these; point them at an existing server to use that instead.
-# Bounded waits (issue #30): a request waits at most TRANCHE_DB_POOL_TIMEOUT (1 s) for a
+# Bounded waits: a request waits at most TRANCHE_DB_POOL_TIMEOUT (1 s) for a
 # connection, and not at all while PostgreSQL is known down (portal.core.dbbackend); workers and
 # the watcher, which retry anyway, are started with a longer wait (deploy/local/platform.py,
 # the chart). Every statement has a server-side timeout, every socket TCP keepalives and a
@@ -224,17 +226,17 @@ CELERY_TASK_DEFAULT_QUEUE = env_str("TRANCHE_CELERY_QUEUE", "tranche")
 TRANCHE_HEARTBEAT_SECONDS = env_int("TRANCHE_HEARTBEAT_SECONDS", 30, minimum=1)
 CELERY_BEAT_SCHEDULE = {
     "worker-heartbeat": {
-        "task": "portal.core.record_heartbeat",
+        "task": tasknames.RECORD_HEARTBEAT,
         "schedule": TRANCHE_HEARTBEAT_SECONDS,
     },
     "billing-invoice-last-month": {
         # hourly: idempotent, so the first run after a month ends invoices it and later runs
         # (or a beat that was down at midnight) create nothing more
-        "task": "billing.invoice_month",
+        "task": tasknames.INVOICE_MONTH,
         "schedule": env_int("TRANCHE_INVOICE_RUN_SECONDS", 3600, minimum=60),
     },
     "controller-resync": {
-        "task": "controller.resync_all",
+        "task": tasknames.RESYNC_ALL,
         "schedule": env_int("TRANCHE_RESYNC_SECONDS", 60, minimum=5),
         "options": {"expires": env_int("TRANCHE_RESYNC_SECONDS", 60, minimum=5)},
     },
@@ -274,18 +276,37 @@ AGENT_LATE_SECONDS = env_float(
 CONTROLLER_CANCEL_GRACE_SECONDS = env_int(
     "TRANCHE_CANCEL_GRACE_SECONDS", 3600, minimum=0, maximum=86400
 )
+# What the controller renders into every project namespace besides the GPU quota: the pod-count
+# quota and the LimitRange defaults a container without requests gets (tranche.quota's defaults).
+CONTROLLER_POD_QUOTA = env_int("TRANCHE_POD_QUOTA", quota.PODS, minimum=1)
+CONTROLLER_DEFAULT_CPU_REQUEST_MILLICORES = env_int(
+    "TRANCHE_DEFAULT_CPU_REQUEST_MILLICORES", quota.DEFAULT_CPU_REQUEST_MILLICORES, minimum=1
+)
+CONTROLLER_DEFAULT_MEMORY_REQUEST_MIB = env_int(
+    "TRANCHE_DEFAULT_MEMORY_REQUEST_MIB", quota.DEFAULT_MEMORY_REQUEST_MIB, minimum=1
+)
+CONTROLLER_DEFAULT_MEMORY_LIMIT_MIB = env_int(
+    "TRANCHE_DEFAULT_MEMORY_LIMIT_MIB", quota.DEFAULT_MEMORY_LIMIT_MIB, minimum=1
+)
+# Identities the admission policies treat as the platform besides the controller's own (e.g. a
+# GitOps operator that applies platform objects in project namespaces); usernames as the API
+# server names them.
+CONTROLLER_PLATFORM_USERS = env_list("TRANCHE_PLATFORM_USERS", [])
+# The controller's and portal's cluster identity outside a cluster (a kubeconfig path); empty:
+# KUBECONFIG, then the pod's ServiceAccount (controller.apply.kube_api_client).
+CONTROLLER_KUBECONFIG = env_str("TRANCHE_CONTROLLER_KUBECONFIG", "")
 # Tenants' network (docs/security.md): Services of type NodePort/LoadBalancer open a port on
 # every node, so they are refused unless the product offers them; each project namespace accepts
 # connections only from itself and from these namespaces (the platform's ingress controller).
 ALLOW_NODE_PORT_SERVICES = env_bool("TRANCHE_ALLOW_NODE_PORT_SERVICES", False)
 TENANT_INGRESS_NAMESPACES = env_list("TRANCHE_TENANT_INGRESS_NAMESPACES", ["ingress-nginx"])
 # Sign-up makes a user, an organization and a namespace for anyone: per client address and in
-# all, at most this many an hour (issue #28; docs/security.md).
+# all, at most this many an hour (docs/security.md).
 SIGNUP_PER_ADDRESS_PER_HOUR = env_int("TRANCHE_SIGNUP_PER_ADDRESS_PER_HOUR", 5, minimum=1)
 SIGNUP_PER_HOUR = env_int("TRANCHE_SIGNUP_PER_HOUR", 200, minimum=1)
 # How long a personal API token lives unless its maker chooses otherwise (at most 365 days).
 API_TOKEN_DAYS = env_int("TRANCHE_API_TOKEN_DAYS", 90, minimum=1)
-# How long an invitation link works (issue #14: bearer links must expire).
+# How long an invitation link works (bearer links must expire).
 TRANCHE_INVITATION_DAYS = env_int("TRANCHE_INVITATION_DAYS", 7, minimum=1)
 
 # Cluster access (docs/cluster-access.md): how long a downloaded kubeconfig works (the
@@ -363,7 +384,7 @@ CSRF_COOKIE_SECURE = not DEBUG
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
 
-# -- Security (issue #14; docs/security.md says what an operator sets) -------------------------
+# -- Security (docs/security.md says what an operator sets) -------------------------
 # Transport: production is HTTPS only. Behind a TLS-terminating proxy, name the header it sets
 # (TRANCHE_PROXY_SSL_HEADER=X-Forwarded-Proto) and make sure the proxy overwrites it.
 SECURE_SSL_REDIRECT = env_bool("TRANCHE_SSL_REDIRECT", default=not DEBUG)

@@ -31,6 +31,11 @@ TAINT_GPU_MAINTENANCE = f"{DOMAIN}/gpu-maintenance"
 LABEL_GPU_COUNT = f"{DOMAIN}/gpu-count"
 LABEL_FLEET = f"{DOMAIN}/fleet"
 ANNOTATION_SIM_GPU_MODEL = f"{DOMAIN}/sim-gpu-model"
+# The claim a CDI spec was written for (nodeagent.cdi); the model a tenant's pod serves and its
+# size, which pre-flight's lints read (docs/preflight.md).
+ANNOTATION_CLAIM_UID = f"{DOMAIN}/claim-uid"
+ANNOTATION_MODEL = f"{DOMAIN}/model"
+ANNOTATION_MODEL_SIZE = f"{DOMAIN}/model-size"
 
 CLAIM_REQUEST_NAME = "gpu"
 ENTITLEMENTS_CONFIGMAP = "tranche-entitlements"
@@ -42,9 +47,12 @@ TENANT_SUSPENDED_ROLE = "tranche-tenant-suspended"
 PORTAL_TOKENS_ROLE = "tranche-portal-tokens"
 PORTAL_SERVICE_ACCOUNT = ("tranche-system", "tranche-portal")
 ANNOTATION_PORTAL_USER = f"{DOMAIN}/portal-user"
-# People's cluster accounts (`u-<username>-<id>-<generation>`, portal.tenants.naming): reserved
+# People's cluster accounts (`u-<username>-<id>-<generation>`, tranche.naming): reserved
 # names in project namespaces, which admission keeps out of pods and tenants' own accounts.
 ACCOUNT_PREFIX = "u-"
+# A member's role in an organization (portal.tenants.Membership.Role): owners and members edit
+# the project namespaces, viewers only read.
+ROLE_OWNER, ROLE_MEMBER, ROLE_VIEWER = "owner", "member", "viewer"
 QUOTA_NAME = "tranche-quota"
 LIMIT_RANGE_NAME = "tranche-defaults"
 # The controller's identity when installed with deploy/install (a platform user in policies).

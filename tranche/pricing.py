@@ -14,7 +14,7 @@ See docs/billing.md. In short:
 from __future__ import annotations
 
 import calendar
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -43,19 +43,6 @@ class Segment:
     @property
     def hours(self) -> int:
         return self.end - self.start
-
-
-@dataclass(frozen=True)
-class Line:
-    """One priced line: `delta` slices from hour `start` to the end of the month."""
-
-    kind: str  # "month" | "increase" | "decrease"
-    delta: int
-    quantity: int
-    period_start: datetime
-    period_end: datetime
-    hours: int
-    amount: Decimal
 
 
 def month_start(year: int, month: int) -> datetime:
@@ -125,67 +112,6 @@ def hourly_segments(
         else:
             merged.append(seg)
     return merged
-
-
-def _amount(unit_monthly: Decimal, delta: int, hours: int, total_hours: int) -> Decimal:
-    return round_cents(to_decimal(unit_monthly) * delta * hours / total_hours)
-
-
-def invoice_lines(
-    unit_monthly: Decimal, start_quantity: int, changes: Sequence[Change], year: int, month: int
-) -> list[Line]:
-    """The month's lines for one subscription: a full-month line, then one per change."""
-    total_hours = hours_in_month(year, month)
-    begin, end = month_start(year, month), month_end(year, month)
-    lines: list[Line] = []
-    previous = 0
-    for seg in hourly_segments(start_quantity, changes, year, month):
-        delta = seg.quantity - previous
-        previous = seg.quantity
-        if delta == 0:
-            continue
-        remaining = total_hours - seg.start
-        kind = "month" if seg.start == 0 else ("increase" if delta > 0 else "decrease")
-        lines.append(
-            Line(
-                kind=kind,
-                delta=delta,
-                quantity=seg.quantity,
-                period_start=begin + seg.start * HOUR,
-                period_end=end,
-                hours=remaining,
-                amount=_amount(unit_monthly, delta, remaining, total_hours),
-            )
-        )
-    return lines
-
-
-def change_amount(
-    unit_monthly: Decimal, from_quantity: int, to_quantity: int, at: datetime
-) -> Decimal:
-    """What one order adds to this month's bill (negative: a credit), if nothing else changes
-    in its hour. An increase counts from the start of its hour; a decrease from the next hour
-    (the current hour stays billed at the higher quantity)."""
-    year, month = month_of(at)
-    total_hours = hours_in_month(year, month)
-    h = hour_index(at, year, month)
-    delta = to_quantity - from_quantity
-    remaining = total_hours - h if delta > 0 else total_hours - h - 1
-    return _amount(unit_monthly, delta, remaining, total_hours)
-
-
-def cost_to(
-    unit_monthly: Decimal, start_quantity: int, changes: Sequence[Change], until: datetime
-) -> Decimal:
-    """Month-to-date cost up to `until`: every started hour of `until`'s month, billed."""
-    year, month = month_of(until)
-    total_hours = hours_in_month(year, month)
-    started = hour_index(until, year, month) + 1
-    slice_hours = sum(
-        s.quantity * max(0, min(s.end, started) - s.start)
-        for s in hourly_segments(start_quantity, changes, year, month)
-    )
-    return round_cents(to_decimal(unit_monthly) * slice_hours / total_hours)
 
 
 def hourly_rate(unit_monthly: Decimal, quantity: int, at: datetime) -> Decimal:

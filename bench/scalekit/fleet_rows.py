@@ -41,6 +41,7 @@ class SeededFleet:
 def _projects(tag: str, orgs: int, owner_project) -> list:
     from django.contrib.auth import get_user_model
 
+    from portal.cluster.models import QuotaUse
     from portal.tenants.models import Membership, Organization, Project
 
     user_model = get_user_model()
@@ -62,10 +63,11 @@ def _projects(tag: str, orgs: int, owner_project) -> list:
             name="ml",
             slug="ml",
             namespace=f"f{tag}-{i:04d}-ml",
-            cpu_used_millicores=4000,
-            memory_used_mib=16384,
         )
         for i, o in enumerate(new_orgs)
+    )
+    QuotaUse.objects.bulk_create(
+        QuotaUse(project=p, cpu_used_millicores=4000, memory_used_mib=16384) for p in projects
     )
     return [owner_project, *projects]
 
@@ -74,8 +76,8 @@ def _orders(projects: list, products: list, pods_per_project: int, owner) -> Non
     from django.utils import timezone
 
     from portal.audit.models import AuditLog
-    from portal.billing.models import UsageRecord
-    from portal.orders.models import Order, OrderEvent, ProjectUsage, Subscription
+    from portal.cluster.models import ProjectUsage, UsageRecord
+    from portal.orders.models import Order, OrderEvent, Subscription
 
     now = timezone.now()
     subs = Subscription.objects.bulk_create(
@@ -144,7 +146,7 @@ def _pods(projects: list, pods_per_project: int, node: str, tag: str) -> None:
     from django.utils import timezone
 
     from portal.agents.models import PodSliceStatus
-    from portal.status.models import PodState
+    from portal.cluster.models import PodState
 
     now = timezone.now()
     statuses, states = [], []
@@ -210,10 +212,12 @@ def seed_fleet(
     """Write the fleet's rows (see the module docstring); returns what the bench needs."""
     from django.db import connection, transaction
 
-    from portal.agents.bindings import write_pod_states
     from portal.agents.services import issue_node_token
     from portal.catalog.seed import ensure_catalogue
+    from portal.cluster.bindings import write_pod_states
     from portal.tenants.services import sign_up
+    from tranche.observed import ObservedPod
+    from tranche.pod_reasons import PodFacts
 
     tag = secrets.token_hex(3)
     password = secrets.token_hex(12)
@@ -232,10 +236,10 @@ def seed_fleet(
     pod = (project.namespace, "train-0", f"uid-{project.pk}-0")
     agents: dict[str, tuple[str, list]] = {}
     for n, p in enumerate(projects):  # play the watcher: every pod bound to its node
-        bound = {}
+        bound = []
         for k in range(pods_per_project):
             where, name, uid = _node_of(tag, n, k, node), f"train-{k}", f"uid-{p.pk}-{k}"
-            bound[name] = {"phase": "Running", "reason": "", "node": where, "uid": uid}
+            bound.append(ObservedPod(PodFacts(name, phase="Running"), node=where, uid=uid))
             if where != node:
                 agents.setdefault(where, ("", []))[1].append((p.namespace, name, uid))
         write_pod_states(p.pk, bound)

@@ -215,7 +215,7 @@ def measure_pages(  # noqa: PLR0917
 def bound_pod(project_id: int, node: str) -> tuple[str, str, str]:
     """(namespace, pod, uid) of a pod of the project that the cluster bound to `node`, as the
     watcher published it (Redis `tranche:pods:<project_id>`); needs Django set up."""
-    from portal.agents.bindings import POD_KEY, _redis
+    from portal.cluster.bindings import POD_KEY, _redis
     from portal.tenants.models import Project
 
     namespace = Project.objects.values_list("namespace", flat=True).get(pk=project_id)

@@ -26,7 +26,9 @@ from __future__ import annotations
 from typing import Any
 
 from controller.render.rbac import TENANT_RULES
-from controller.render.spec import (
+from controller.render.spec import ProjectSpec
+from tranche.claims import platform_labels, project_labels
+from tranche.names import (
     ANNOTATION_PORTAL_USER,
     LABEL_COMPONENT,
     PORTAL_SERVICE_ACCOUNT,
@@ -34,9 +36,6 @@ from controller.render.spec import (
     TENANT_ROLE,
     TENANT_SUSPENDED_ROLE,
     TENANT_VIEW_ROLE,
-    ProjectSpec,
-    platform_labels,
-    project_labels,
 )
 
 _READ = ["get", "list", "watch"]

@@ -18,7 +18,8 @@ from controller.render.network_policy import render_network_policy
 from controller.render.policies import render_access_policy, render_policies
 from controller.render.quota import render_resource_quota
 from controller.render.rbac import render_role_binding, render_tenant_cluster_role
-from controller.render.spec import ProductSpec, ProjectSpec
+from controller.render.spec import ProjectSpec
+from tranche.products import ProductSpec
 
 
 def render_project(spec: ProjectSpec) -> list[dict[str, Any]]:

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller.render.spec import ENTITLEMENTS_CONFIGMAP, ProjectSpec, project_labels
-from tranche.claims import render_claim_template
+from controller.render.spec import ProjectSpec
+from tranche.claims import project_labels, render_claim_template
+from tranche.names import ENTITLEMENTS_CONFIGMAP
 from tranche.products import claim_capacity
 
 __all__ = [

@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from controller.render.spec import DRIVER, ProductSpec, platform_labels
+from tranche.claims import platform_labels
+from tranche.names import DRIVER
+from tranche.products import ProductSpec
 
 
 def device_class_selector(product: ProductSpec) -> str:

@@ -4,13 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller.render.spec import (
-    LIMIT_RANGE_NAME,
-    ProjectSpec,
-    cpu_quantity,
-    memory_quantity,
-    project_labels,
-)
+from controller.render.spec import ProjectSpec
+from tranche.claims import project_labels
+from tranche.names import LIMIT_RANGE_NAME
+from tranche.products import cpu_quantity, memory_quantity
 
 
 def render_limit_range(spec: ProjectSpec) -> dict[str, Any]:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller.render.spec import LABEL_TENANT, ProjectSpec, project_labels
+from controller.render.spec import ProjectSpec
+from tranche.claims import project_labels
+from tranche.names import LABEL_TENANT
 
 
 def render_namespace(spec: ProjectSpec) -> dict[str, Any]:

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller.render.spec import LABEL_COMPONENT, ProjectSpec, project_labels
+from controller.render.spec import ProjectSpec
+from tranche.claims import project_labels
+from tranche.names import LABEL_COMPONENT
 
 NAME = "tranche-default-ingress"
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"

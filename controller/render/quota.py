@@ -4,13 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller.render.spec import (
-    QUOTA_NAME,
-    ProjectSpec,
-    cpu_quantity,
-    memory_quantity,
-    project_labels,
-)
+from controller.render.spec import ProjectSpec
+from tranche.claims import project_labels
+from tranche.names import QUOTA_NAME
+from tranche.products import cpu_quantity, memory_quantity
 
 
 def device_quota_key(device_class: str) -> str:

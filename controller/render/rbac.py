@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller.render.spec import TENANT_ROLE, ProjectSpec, platform_labels, project_labels
+from controller.render.spec import ProjectSpec
+from tranche.claims import platform_labels, project_labels
+from tranche.names import TENANT_ROLE
 
 _RW = ["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"]
 _RO = ["get", "list", "watch"]

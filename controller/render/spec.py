@@ -2,7 +2,7 @@
 
 `controller.desired` builds these from the database; the renderers turn them into dicts. Keeping
 them here (no Django, no kubernetes) lets golden tests construct them by hand. Names, labels, the
-product spec and quantities are the shared ones of `tranche`, re-exported for the renderers.
+product spec and quantities are the shared ones of `tranche`: renderers import them from there.
 """
 
 from __future__ import annotations
@@ -10,63 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tranche import quota
-from tranche.claims import ProjectIdentity, platform_labels, project_labels
 from tranche.names import (
-    ANNOTATION_PORTAL_USER,
-    ANNOTATION_SPEC_HASH,
-    CLAIM_REQUEST_NAME,
-    CONTROLLER_SERVICE_ACCOUNT,
-    DRIVER,
-    ENTITLEMENTS_CONFIGMAP,
-    LABEL_COMPONENT,
-    LABEL_DOMAIN,
-    LABEL_MANAGED_BY,
-    LABEL_ORGANIZATION,
-    LABEL_PROJECT,
-    LABEL_TENANT,
-    LIMIT_RANGE_NAME,
-    MANAGED_BY,
-    PORTAL_SERVICE_ACCOUNT,
-    PORTAL_TOKENS_ROLE,
-    QUOTA_NAME,
-    TENANT_ROLE,
-    TENANT_SUSPENDED_ROLE,
-    TENANT_VIEW_ROLE,
     tenant_group,
 )
-from tranche.products import ProductSpec, cpu_quantity, memory_quantity
-
-__all__ = [
-    "ANNOTATION_PORTAL_USER",
-    "ANNOTATION_SPEC_HASH",
-    "CLAIM_REQUEST_NAME",
-    "CONTROLLER_SERVICE_ACCOUNT",
-    "DRIVER",
-    "ENTITLEMENTS_CONFIGMAP",
-    "LABEL_COMPONENT",
-    "LABEL_DOMAIN",
-    "LABEL_MANAGED_BY",
-    "LABEL_ORGANIZATION",
-    "LABEL_PROJECT",
-    "LABEL_TENANT",
-    "LIMIT_RANGE_NAME",
-    "MANAGED_BY",
-    "PORTAL_SERVICE_ACCOUNT",
-    "PORTAL_TOKENS_ROLE",
-    "QUOTA_NAME",
-    "TENANT_ROLE",
-    "TENANT_SUSPENDED_ROLE",
-    "TENANT_VIEW_ROLE",
-    "Entitlement",
-    "PlanLimits",
-    "ProductSpec",
-    "ProjectIdentity",
-    "ProjectSpec",
-    "cpu_quantity",
-    "memory_quantity",
-    "platform_labels",
-    "project_labels",
-]
+from tranche.products import ProductSpec
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,12 @@
-"""The watcher: stream ResourceClaims, Pods and Events of every namespace into portal state.
+"""The watcher: stream ResourceClaims, Pods, Events and ResourceQuotas of every namespace into
+the portal's room for observed state.
 
 Three layers, each its own module: `stream` (list/watch/resume per resource, talks to the API),
-`state` (pure folding of events into claims/pods/warnings per namespace; unit-tested without a
-cluster), `writer` (the only module that writes: usage of tenant namespaces through portal
-services), tied together by `watcher` (threads, backoff with jitter) and run by `__main__`
-(`python -m controller.watch`; restartable: it relists on start).
+`state` (pure folding of events into claims/pods/warnings per namespace, read through
+`controller.observe`; unit-tested without a cluster), `writer` (hands each changed namespace's
+`tranche.observed.NamespaceView` to `controller.store`), tied together by `watcher` (threads,
+backoff with jitter) and run by `__main__` (`python -m controller.watch`; restartable: it
+relists on start).
 
 `Watcher` is loaded lazily: importing the pure state does not need Django set up.
 """
@@ -13,9 +15,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller.watch.state import ClassUsage, ClusterState
+from controller.watch.state import ClusterState
 
-__all__ = ["ClassUsage", "ClusterState", "Watcher"]
+__all__ = ["ClusterState", "Watcher"]
 
 
 def __getattr__(name: str) -> Any:

@@ -15,27 +15,21 @@ import threading
 import time
 from collections import defaultdict, deque
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
-from controller.pod_facts import (
+from controller.observe import (
     claim_allocated,
     claim_class,
     event_time,
     facts_of,
     pod_summary,
+    quota_status,
 )
 from tranche.names import QUOTA_NAME
+from tranche.observed import ClassUsage, NamespaceView, ObservedPod, QuotaStatus, Refusal
 
 EVENTS_KEPT = 20
 EVENTS_PER_POD = 10
-
-
-class ClassUsage(NamedTuple):
-    """Slices of one DeviceClass in one namespace, as the quota page shows them."""
-
-    allocated: int
-    pending: int
-    pending_reason: str
 
 
 @dataclass
@@ -58,7 +52,7 @@ class ClusterState:
     refusals: dict[str, dict[tuple[str, str], tuple[str, str]]] = field(
         default_factory=lambda: defaultdict(dict)
     )
-    quotas: dict[str, dict[str, Any]] = field(default_factory=dict)  # ns -> quota status
+    quotas: dict[str, QuotaStatus] = field(default_factory=dict)  # ns -> the project quota
     released: set[str] = field(default_factory=set)  # namespaces where a claim went
     dirty: set[str] = field(default_factory=set)
     # monotonic time of the oldest change not yet taken, and of the last take's (watch lag)
@@ -88,8 +82,7 @@ class ClusterState:
                     self.pods[ns][name] = pod_summary(obj)
             elif resource == "quotas":
                 if name == QUOTA_NAME:
-                    status = obj.get("status", {}) if kind != "DELETED" else {}
-                    self.quotas[ns] = {"hard": status.get("hard", {}), "used": status.get("used")}
+                    self.quotas[ns] = quota_status(obj if kind != "DELETED" else {})
             else:
                 self._apply_event(ns, kind, obj)
 
@@ -145,18 +138,24 @@ class ClusterState:
             released, self.released = self.released, set()
         return released
 
-    def cluster_view(self, ns: str) -> dict[str, Any]:
-        """Arguments of `record_cluster_view` for one namespace: pods, refusals, quota."""
+    def view(self, ns: str) -> NamespaceView:
+        """Everything known about one namespace now, as `portal.cluster` stores it."""
         with self.lock:
-            pods = [
-                facts_of(name, p, (e[1:] for e in self.pod_events.get((ns, name), ())))
+            pods = tuple(
+                ObservedPod(
+                    facts=facts_of(name, p, (e[1:] for e in self.pod_events.get((ns, name), ()))),
+                    reason=p["reason"],
+                    node=p["node"],
+                    uid=p["uid"],
+                )
                 for name, p in self.pods.get(ns, {}).items()
-            ]
-            refusals = [
-                (kind, name, message)
+            )
+            refusals = tuple(
+                Refusal(kind, name, message)
                 for (kind, name), (_event, message) in self.refusals.get(ns, {}).items()
-            ]
-            return {"pods": pods, "refusals": refusals, "quota": self.quotas.get(ns)}
+            )
+            quota = self.quotas.get(ns)
+        return NamespaceView(ns, pods, refusals, quota, self.usage(ns))
 
     def mark_dirty(self, namespaces: set[str]) -> None:
         with self.lock:
@@ -189,12 +188,3 @@ class ClusterState:
                 c: ClassUsage(allocated[c], pending[c], reasons.get(c, "") if pending[c] else "")
                 for c in classes
             }
-
-
-def pod_states(state: ClusterState, ns: str) -> dict[str, dict[str, str]]:
-    """Pod name -> {phase, reason, node, uid} of one namespace (for `portal.agents.bindings`)."""
-    with state.lock:
-        return {
-            name: {k: p.get(k, "") for k in ("phase", "reason", "node", "uid")}
-            for name, p in state.pods.get(ns, {}).items()
-        }

@@ -33,7 +33,7 @@ GPU_MODEL = "Tesla V100-PCIE-32GB"
 def metrics_base_port() -> int:
     """The first agent's metrics port (agent i listens on base + i; 0: none). Settable with
     TRANCHE_AGENT_METRICS_PORT; by default 1,400 above the portal's port (9400 for 8000), so
-    a second stack with its own TRANCHE_PORT gets its own agents' ports too (issue #30: both
+    a second stack with its own TRANCHE_PORT gets its own agents' ports too (both
     stacks' agents wanted 9400/9401 and crash-looped)."""
     raw = os.environ.get("TRANCHE_AGENT_METRICS_PORT", "").strip()
     if raw:

@@ -1,7 +1,7 @@
 """ClusterAccess: a user's credential generation and when they last downloaded a kubeconfig.
 
 No token is stored: tokens are minted on download and handed over once. The generation names
-the user's ServiceAccounts (`portal.tenants.naming.account_name`); raising it makes the
+the user's ServiceAccounts (`tranche.naming.account_name`); raising it makes the
 controller delete them, which invalidates every token issued before.
 """
 

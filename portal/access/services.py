@@ -24,8 +24,8 @@ from portal.audit.services import record_audit
 from portal.core import queue
 from portal.tenants.errors import ServiceError
 from portal.tenants.models import Project
-from portal.tenants.naming import account_name
 from portal.tenants.selectors import projects_of
+from tranche.naming import account_name
 
 
 @dataclass

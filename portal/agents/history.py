@@ -49,7 +49,7 @@ class Point:
 
 
 # One statement for a whole message (a row per pod and minute, unique within it): 32 statements
-# per node frame were most of the ingest's PostgreSQL time at fleet size (issue #18).
+# per node frame were most of the ingest's PostgreSQL time at fleet size.
 _UPSERT = """
 INSERT INTO agents_podminute AS m
     (project_id, namespace, pod_name, minute, memory_used_max_bytes, memory_limit_bytes,

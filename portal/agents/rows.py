@@ -1,8 +1,9 @@
-"""Display rows of the live status table, built once per agent report.
+"""The live status page's one row type, `LiveRow`, and the rows of the agents' reports.
 
 The agent ingest builds each pod's row here when it stores the report and publishes that row to
 the project's group as is, so a delivery to a viewer is a send, not a database query. The
-status page renders the same rows from the database (`portal.status.selectors.pod_rows`).
+status page renders the same rows from the database (`portal.status.selectors.pod_rows`), and
+the cluster's word about each pod in the same type (`portal.status.selectors.cluster_rows`).
 """
 
 from __future__ import annotations
@@ -29,20 +30,27 @@ FIELDS = (
 
 
 @dataclass(frozen=True)
-class PodRow:
-    """One pod of the table: `key` identifies the row, `cells` maps FIELDS to display text,
-    `figures` the numbers its memory bar, compute gauge and live chart point are drawn from
-    (ts: the agent's report time in epoch seconds; memory in MiB; compute in percent)."""
+class LiveRow:
+    """One row of the live page: `key` identifies it, `cells` maps its table's `fields` to
+    display text. An agent's row carries `figures`, the numbers its memory bar, compute gauge and
+    chart point are drawn from (ts: the report time in epoch seconds; memory in MiB; compute in
+    percent); a cluster row its `reason` class (tranche.pod_reasons) and `raw`, the Warning
+    events as Kubernetes wrote them."""
 
     key: str
     cells: dict[str, str]
+    fields: tuple[tuple[str, str], ...] = FIELDS
     figures: dict[str, float] = field(default_factory=dict)
+    reason: str = ""
+    raw: str = ""
 
     def as_json(self) -> dict:
-        return {"key": self.key, "cells": self.cells, "figures": self.figures}
+        if self.fields is FIELDS:
+            return {"key": self.key, "cells": self.cells, "figures": self.figures}
+        return {"key": self.key, "cells": self.cells, "reason": self.reason, "raw": self.raw}
 
     def ordered_cells(self) -> list[tuple[str, str]]:
-        return [(name, self.cells[name]) for name, _label in FIELDS]
+        return [(name, self.cells[name]) for name, _label in self.fields]
 
 
 def _percent(part: float, whole: float) -> str:
@@ -64,7 +72,7 @@ def gpu_text(status: PodSliceStatus, gpu_name: str) -> str:
     return f"{model} · {size} slice · {status.compute_target_percent} %\n{status.gpu_uuid}"
 
 
-def pod_row(status: PodSliceStatus, gpu_name: str | None = None) -> PodRow:
+def pod_row(status: PodSliceStatus, gpu_name: str | None = None) -> LiveRow:
     """Display text of one pod's latest status (the single place that formats it). `gpu_name`
     is the model its node's agent reports for the pod's GPU; by default the `gpu_name` the
     page's query annotates (`agents.selectors.project_pod_statuses`)."""
@@ -91,4 +99,4 @@ def pod_row(status: PodSliceStatus, gpu_name: str | None = None) -> PodRow:
         "compute_used": round(status.compute_used_percent, 1),
         "compute_target": status.compute_target_percent,
     }
-    return PodRow(key=f"{status.namespace}/{status.pod_name}", cells=cells, figures=figures)
+    return LiveRow(key=f"{status.namespace}/{status.pod_name}", cells=cells, figures=figures)

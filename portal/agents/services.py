@@ -3,7 +3,7 @@
 `record_status` is one transaction that applies each pod entry of a frame on its own: a pod
 of another project, one the cluster did not bind to this node (`agents.bindings`, written by
 the watcher) or another node's stored pod is refused alone and named in the answer, and the
-frame's other entries, its removals included, are applied (issue #32: a removal travelling with
+frame's other entries, its removals included, are applied (a removal travelling with
 a not-yet-bound pod was lost with it). Re-recording the same frame is idempotent (rows are
 upserted per pod).
 """
@@ -11,7 +11,6 @@ upserted per pod).
 from __future__ import annotations
 
 import functools
-import hashlib
 import hmac
 import json
 import secrets
@@ -23,11 +22,12 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from portal.agents import gpu_health, history
-from portal.agents.bindings import pod_bindings
 from portal.agents.events import NodeSeenEvent, PodRemovedEvent, PodStatusEvent, ProjectEvent
 from portal.agents.models import NodeToken, PodSliceStatus
-from portal.agents.rows import PodRow, pod_row
+from portal.agents.rows import LiveRow, pod_row
 from portal.audit.services import record_audit
+from portal.cluster.bindings import pod_bindings
+from portal.core.tokens import hash_token
 from portal.tenants.models import Project
 from tranche.agent_protocol import (
     PodReport,
@@ -69,11 +69,6 @@ def _status_upsert_sql() -> str:
 
 class TokenExistsError(Exception):
     """The node already has a token; rotating must be explicit."""
-
-
-def hash_token(token: str) -> str:
-    """SHA-256 suffices: tokens are 256-bit random, so there is nothing to brute-force."""
-    return hashlib.sha256(token.encode()).hexdigest()
 
 
 def issue_node_token(node_name: str, created_by=None, rotate: bool = False) -> str:
@@ -159,7 +154,7 @@ class Published:
     event: ProjectEvent
 
 
-def _event(project_id: int, node: str, pod: PodReport, row: PodRow) -> Published:
+def _event(project_id: int, node: str, pod: PodReport, row: LiveRow) -> Published:
     """The pod's reported fields plus the page's message, encoded once here for every viewer."""
     text = json.dumps({"type": "row", **row.as_json()})
     return Published(project_id, PodStatusEvent(type="pod.status", node=node, text=text, **pod))
@@ -180,7 +175,7 @@ def _refused(pod: PodReport | RemovedPod, reason: str, retry: bool) -> RefusedEn
 def _sort_by_binding(
     node_name: str, msg: StatusMessage, projects: dict[str, int]
 ) -> tuple[list[PodReport], list[RefusedEntry]]:
-    """The pods of `msg` the cluster bound to `node_name` (issue #14 item 3), and the others
+    """The pods of `msg` the cluster bound to `node_name`, and the others
     refused one by one: a foreign namespace for good; a pod the watcher has not bound yet, or
     bound elsewhere or under another uid as the watcher last saw it, for now (the watcher may
     lag the agent: the agent retries until the binding catches up or the pod is gone)."""
@@ -260,7 +255,7 @@ def record_status(node_name: str, msg: StatusMessage) -> Recorded:
         for p in latest.values()
     ]
     # One statement for the whole frame: an update_or_create per pod cost 4 queries each, 128
-    # for a node's 32 pods, 50 ms per frame in the thread that also serves every page (#18).
+    # for a node's 32 pods, 50 ms per frame in the thread that also serves every page.
     written = _upsert_statuses(node_name, rows) if rows else set()
     gpu_names = {g["uuid"]: g["name"] for g in msg.gpus}  # every frame lists the node's GPUs
     events = []

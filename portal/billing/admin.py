@@ -16,7 +16,8 @@ from django.utils import timezone
 from portal.audit.models import AuditLog
 from portal.billing import accounts, reports, selectors, services
 from portal.billing.focus import focus_csv
-from portal.billing.models import BillingAccount, CreditNote, Invoice, UsageRecord
+from portal.billing.models import BillingAccount, CreditNote, Invoice
+from portal.cluster.models import UsageRecord
 from portal.core.admin import ReadOnlyAdmin
 from portal.orders.models import Order, Subscription
 from portal.tenants.errors import ServiceError
@@ -288,7 +289,7 @@ class InvoiceAdmin(ReadOnlyAdmin):
 
     # -- utilisation report -------------------------------------------------------------------
     def utilisation_view(self, request: HttpRequest) -> HttpResponse:
-        if not request.user.has_perm("billing.view_usagerecord"):
+        if not request.user.has_perm("cluster.view_usagerecord"):
             raise PermissionDenied
         now = timezone.now()
         year, month = self._month(request)

@@ -111,7 +111,7 @@ def subscription_months(
 
 def _held_pairs(organization_ids: list[int] | None, begin: datetime, end: datetime) -> set:
     """(project id, product id) of every ledger claim overlapping [begin, end)."""
-    from portal.billing.models import UsageRecord
+    from portal.cluster.models import UsageRecord
 
     records = UsageRecord.objects.filter(allocated_at__lt=end).filter(
         Q(released_at__isnull=True) | Q(released_at__gt=begin)
@@ -128,14 +128,14 @@ def current_quantity(sub: SubscriptionMonth) -> int:
 def grace_seconds() -> int:
     """How long slices beyond a decreased quantity run unbilled (one setting: the controller's
     cancel grace, TRANCHE_CANCEL_GRACE_SECONDS, at most a day)."""
-    return int(getattr(settings, "CONTROLLER_CANCEL_GRACE_SECONDS", 3600))
+    return int(settings.CONTROLLER_CANCEL_GRACE_SECONDS)
 
 
 def usage_intervals(
     project_ids: list[int], year: int, month: int
 ) -> dict[tuple[int, int], list[tuple[datetime, datetime | None]]]:
     """Per (project id, product id), the ledger's claim lifetimes overlapping the month."""
-    from portal.billing.models import UsageRecord
+    from portal.cluster.models import UsageRecord
 
     begin, end = pricing.month_start(year, month), pricing.month_end(year, month)
     records = UsageRecord.objects.filter(allocated_at__lt=end).filter(

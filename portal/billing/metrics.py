@@ -28,10 +28,11 @@ from prometheus_client.registry import Collector
 
 from portal.billing import charges
 from portal.catalog.models import Product
+from portal.cluster.models import ProjectUsage
 from portal.core import metrics as readiness_metrics
 from portal.core import request_metrics
 from portal.core.views import metrics_refusal
-from portal.orders.models import Order, ProjectUsage
+from portal.orders.models import Order
 from tranche import priced, pricing
 
 

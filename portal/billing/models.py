@@ -1,6 +1,6 @@
-"""Billing records: the metering ledger (UsageRecord), billing accounts, invoices with their
-lines, credit notes and the gapless number counters. Written only through `billing.services`
-and `billing.metering`; money is Decimal, rounded by `tranche.money`."""
+"""Billing records: billing accounts, invoices with their lines, credit notes and the gapless
+number counters. Written only through `billing.services`; money is Decimal, rounded by
+`tranche.money`. The claim ledger invoices are priced from lives in `portal.cluster`."""
 
 from __future__ import annotations
 
@@ -12,60 +12,6 @@ from django.db import models
 
 from portal.catalog.models import Product
 from portal.tenants.models import Organization, Project
-
-
-class UsageRecord(models.Model):
-    """One claim allocation on a Tranche device: open while `released_at` is null.
-
-    Idempotent by claim uid: at most one open record per claim, and an allocation already closed
-    is never reopened, so re-seeing a claim (relist, resync, replayed event) never counts twice.
-    Slice-seconds are derived (released_at - allocated_at), never stored."""
-
-    claim_uid = models.CharField(max_length=64, db_index=True)
-    claim_name = models.CharField(max_length=253)
-    organization = models.ForeignKey(Organization, on_delete=models.PROTECT, related_name="+")
-    project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="usage_records")
-    product = models.ForeignKey(Product, on_delete=models.PROTECT, related_name="+")
-    node = models.CharField(max_length=253, blank=True)
-    device = models.CharField(max_length=253, blank=True, help_text="GPU device name on the node")
-    allocated_at = models.DateTimeField(db_index=True)
-    released_at = models.DateTimeField(null=True, blank=True, db_index=True)
-    opened_by = models.CharField(max_length=16, help_text="event or resync")
-    recorded_at = models.DateTimeField(auto_now_add=True)
-    closed_by = models.CharField(max_length=16, blank=True)
-    # True when a time is when Tranche noticed, not one the cluster recorded (the claim left no
-    # trace of it: gone, or its history compacted, while no watcher ran); shown as estimated
-    times_estimated = models.BooleanField(default=False)
-
-    class Meta:
-        ordering = ["-allocated_at", "-id"]
-        constraints = [
-            models.UniqueConstraint(
-                fields=["claim_uid"],
-                condition=models.Q(released_at__isnull=True),
-                name="one_open_usage_per_claim",
-            ),
-            models.CheckConstraint(
-                condition=models.Q(released_at__isnull=True)
-                | models.Q(released_at__gte=models.F("allocated_at")),
-                name="usage_released_after_allocated",
-            ),
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.claim_name} ({self.product.device_class}) {self.allocated_at:%Y-%m-%d %H:%M}"
-
-
-class MeteringCheckpoint(models.Model):
-    """The last resourceVersion of claims the ledger followed: a watcher started after a gap
-    replays the claims' history from it (while the API server keeps it) before relisting."""
-
-    stream = models.CharField(max_length=32, unique=True)
-    resource_version = models.CharField(max_length=64)
-    updated_at = models.DateTimeField(auto_now=True)
-
-    def __str__(self) -> str:
-        return f"{self.stream} at {self.resource_version}"
 
 
 class BillingAccount(models.Model):

@@ -15,8 +15,9 @@ from django.utils import timezone
 
 from portal.billing import charges
 from portal.billing.charges import current_quantity, subscription_months
-from portal.billing.models import BillingAccount, CreditNote, Invoice, UsageRecord
+from portal.billing.models import BillingAccount, CreditNote, Invoice
 from portal.catalog.taxes import TaxTerms
+from portal.cluster.models import UsageRecord
 from portal.tenants.models import Organization
 from tranche import money, priced, pricing
 

@@ -7,7 +7,7 @@ from django.db import InterfaceError, OperationalError
 from django.utils import timezone
 
 from portal.billing import services
-from tranche import pricing
+from tranche import pricing, tasknames
 
 
 def previous_month(year: int, month: int) -> tuple[int, int]:
@@ -15,7 +15,7 @@ def previous_month(year: int, month: int) -> tuple[int, int]:
 
 
 @shared_task(
-    name="billing.invoice_month",
+    name=tasknames.INVOICE_MONTH,
     acks_late=True,
     autoretry_for=(OperationalError, InterfaceError),
     retry_backoff=1,

@@ -12,11 +12,6 @@ def sellable_products() -> QuerySet[Product]:
     return Product.objects.filter(sellable=True).select_related("gpu_model")
 
 
-def find_sellable_product(product_id: int) -> Product | None:
-    """A sellable product by id, or None."""
-    return sellable_products().filter(pk=product_id).first()
-
-
 def find_product(product_id: int) -> Product | None:
     """Any product by id (resize/cancel still work on a product no longer sold), or None."""
     return Product.objects.select_related("gpu_model").filter(pk=product_id).first()

@@ -2,7 +2,7 @@
 
 A deadline a tenant is promised (pre-flight's call deadline) counts from the request's arrival,
 not from when its view got a thread: under load a request can wait seconds for the server's
-threads and the database pool before its view starts (#28: 50 parallel calls answered after
+threads and the database pool before its view starts (50 parallel calls answered after
 11.3 s for a 10 s deadline when it was counted from the view's start). `StampArrival` wraps the
 HTTP application in `portal/asgi.py`; `arrived_at(request)` reads the stamp, or "now" where no
 ASGI server stamped it (Django's test client).

@@ -1,6 +1,6 @@
 """kombu's Redis transport, with a restore of unacknowledged messages that cannot kill a worker.
 
-Why (issue #30): when Redis restarts at the moment a message was just received, the consumer's
+Why: when Redis restarts at the moment a message was just received, the consumer's
 connection is closed (kombu sets the transport's `client` to None) before its channel restores
 the message it held; `QoS.restore_unacked` then builds a Redis client from that None and raises
 `AttributeError: 'NoneType' object has no attribute 'hostname'` (kombu 5.7.0, the newest

@@ -1,5 +1,5 @@
 """Is the Kubernetes API server answering? A bounded, cached probe that readiness, the order
-pages and the support console read, so that a stalled cluster is seen (issue #30: 40 orders sat
+pages and the support console read, so that a stalled cluster is seen (40 orders sat
 in `provisioning` for 48 s while every page and probe stayed green).
 
 `kubeconfig_path()` is the portal's one answer to "which cluster": CLUSTER_ACCESS_KUBECONFIG,
@@ -44,7 +44,7 @@ def kubeconfig_path() -> str:
     """The portal's kubeconfig; "" for the in-cluster ServiceAccount."""
     path = (
         settings.CLUSTER_ACCESS_KUBECONFIG
-        or getattr(settings, "CONTROLLER_KUBECONFIG", "")
+        or settings.CONTROLLER_KUBECONFIG
         or os.environ.get("KUBECONFIG", "")
     )
     if not path and os.environ.get("KUBERNETES_SERVICE_HOST"):

@@ -1,5 +1,5 @@
 """Readiness checks: can this process reach what it needs? Each returns (ok, message), and every
-one is bounded so that /readyz answers within a probe's timeout (issue #30: it answered "ready"
+one is bounded so that /readyz answers within a probe's timeout (it answered "ready"
 after 9.2 s with PostgreSQL's postmaster frozen, as `SELECT 1` had no deadline).
 
 The network checks (a new PostgreSQL connection and `SELECT 1`, a Redis PING, and any extra

@@ -1,4 +1,5 @@
-"""Hand reconcile work to the controller's Celery workers, by name (no `controller` import).
+"""Hand reconcile work to the controller's Celery workers, by name (`tranche.tasknames`; no
+`controller` import), through the Celery app every process configures (`portal.celery`).
 
 Messages are hints: the database is the truth and the periodic resync repairs a lost message, so
 a broker outage is logged, never raised into the tenant's request.
@@ -10,21 +11,21 @@ import logging
 import threading
 import time
 
+from celery import current_app
 from django.conf import settings
 from django.db import transaction
 
+from tranche import tasknames
+
 log = logging.getLogger(__name__)
-RECONCILE_TASK = "controller.reconcile_project"
 _last_send = threading.local()  # on_commit callbacks run in the committing thread
 
 
 def _send(task: str, args: list, if_lost: str = "") -> bool:
     """Send `task(*args)` to the controller's queue now; False (logged, with `if_lost` saying what
     repairs the loss) when the broker refused it."""
-    from portal.celery import app
-
     try:
-        app.send_task(
+        current_app.send_task(
             task,
             args=args,
             queue=settings.CELERY_TASK_DEFAULT_QUEUE,
@@ -41,7 +42,9 @@ def _send(task: str, args: list, if_lost: str = "") -> bool:
 
 def send_reconcile(project_id: int) -> None:
     """Send `controller.reconcile_project(project_id)` now (call after commit)."""
-    _last_send.failed = not _send(RECONCILE_TASK, [project_id], "; the resync will catch up")
+    _last_send.failed = not _send(
+        tasknames.RECONCILE_PROJECT, [project_id], "; the resync will catch up"
+    )
 
 
 def last_send_failed() -> bool:
@@ -55,12 +58,9 @@ def enqueue_reconcile(project_id: int) -> None:
     transaction.on_commit(lambda: send_reconcile(project_id))
 
 
-RETIRE_TASK = "controller.retire_namespace"
-
-
 def send_retire_namespace(namespace: str) -> None:
     """Send `controller.retire_namespace(namespace)` now (call after commit)."""
-    _send(RETIRE_TASK, [namespace])
+    _send(tasknames.RETIRE_NAMESPACE, [namespace])
 
 
 def enqueue_retire_namespace(namespace: str) -> None:
@@ -69,12 +69,13 @@ def enqueue_retire_namespace(namespace: str) -> None:
     transaction.on_commit(lambda: send_retire_namespace(namespace))
 
 
-GPU_SERVICE_TASK = "controller.sync_gpu_maintenance"
-
-
 def enqueue_gpu_maintenance() -> None:
     """On commit, ask the controller to bring the GPUs' maintenance DeviceTaintRules in line
     with support's marks (level-triggered: it applies every GPU's newest mark)."""
     transaction.on_commit(
-        lambda: _send(GPU_SERVICE_TASK, [], "; the next mark, or the task run by hand, repairs it")
+        lambda: _send(
+            tasknames.SYNC_GPU_MAINTENANCE,
+            [],
+            "; the next mark, or the task run by hand, repairs it",
+        )
     )

@@ -7,7 +7,7 @@ Channels' `AsyncConsumer.dispatch` (4.2+) first awaits `aclose_old_connections()
 Django's `close_old_connections` through `sync_to_async`: a hop to the one thread that also runs
 every page view, for *every* message a socket handles. A live page with 200 viewers at 10 agent
 frames/s made that 2,000 hops a second, serialised with the page views, and 28 % of the event
-loop's time went to scheduling them (py-spy, issue #18). Our consumers reach the database only
+loop's time went to scheduling them (py-spy). Our consumers reach the database only
 through `database_sync_to_async`, which closes stale connections itself before and after each
 call in that thread, so the per-message hop guards nothing here and is skipped.
 """
@@ -72,7 +72,7 @@ class NoClientFrames:
     most 10 log lines a minute (all such sockets together), never a traceback or a close.
 
     Channels' JSON consumer decoded every frame and raised on anything that was not JSON: a
-    traceback of ~52 lines per frame, unbounded (issue #28)."""
+    traceback of ~52 lines per frame, unbounded."""
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         size = len(text_data or "") + len(bytes_data or b"")

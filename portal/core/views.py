@@ -16,7 +16,7 @@ from portal.core import health
 
 def _may_see_detail(request: HttpRequest) -> bool:
     """Loopback callers (the kubelet's probe through a port-forward, operators on the host, the
-    tests) and staff see what is down; anyone else only the verdict (issue #28 item 9: /readyz
+    tests) and staff see what is down; anyone else only the verdict (/readyz
     named silent nodes to anyone). The session is read only when the caller sent one."""
     if ip_address(request.META.get("REMOTE_ADDR") or "0.0.0.0").is_loopback:  # noqa: S104
         return True

@@ -7,7 +7,7 @@ from django.contrib import admin
 
 from portal.core.admin import ReadOnlyAdmin
 from portal.orders.exports import export_orders, export_subscriptions
-from portal.orders.models import Order, OrderEvent, ProjectUsage, Subscription
+from portal.orders.models import Order, OrderEvent, Subscription
 
 
 class OrderEventInline(admin.TabularInline):
@@ -59,8 +59,3 @@ class SubscriptionAdmin(ReadOnlyAdmin):
     @admin.action(description="Export selected subscriptions as CSV", permissions=["view"])
     def export_csv(self, request, queryset):
         return export_subscriptions(queryset)
-
-
-@admin.register(ProjectUsage)
-class ProjectUsageAdmin(ReadOnlyAdmin):
-    list_display = ("project", "product", "allocated", "pending", "pending_reason", "updated_at")

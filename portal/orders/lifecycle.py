@@ -1,17 +1,16 @@
-"""Services the controller calls to move orders through their state machine and report usage.
+"""The order state machine, written by the controller (through `controller.store`).
 
-`store_outcome(outcome)` is the reconcile's one entry point: the order transitions and the order
-and subscription conditions of one reconcile step, written in ONE transaction (a crash leaves
-either all of it or none), each row only if it changes; `changes_nothing(outcome, stored)` tells
-without a query whether storing would change anything (the resync skips settled projects with
-it). The single-purpose functions below remain for the admin and tests.
+`store_outcome(outcome)` is the one way in: the order transitions and the order and subscription
+conditions of one reconcile step, written in ONE transaction (a crash leaves either all of it or
+none), each row only if it changes; `changes_nothing(outcome, stored)` tells without a query
+whether storing would change anything (the resync skips settled projects with it).
 
 State machine (compare-and-swap `UPDATE … WHERE state IN (allowed sources)`):
     buy/resize: pending → provisioning → active;   pending|provisioning → failed (with reason)
     cancel:     pending → cancelling → cancelled;  pending|cancelling → failed (with reason)
-Every function is idempotent: calling it again when the order is already in the target state
-returns False and writes nothing. Calling it from a state that cannot reach the target raises
-`InvalidTransitionError`. Each real change appends a history entry and an audit row.
+Storing an outcome again when the orders are already where it says writes nothing. A transition
+from a state that cannot reach the target raises `InvalidTransitionError` and nothing of the
+outcome is stored. Each real change appends a history entry and an audit row.
 """
 
 from __future__ import annotations
@@ -22,10 +21,10 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from portal.audit.services import record_audit
-from portal.catalog.models import Product
+from portal.audit.models import AuditLog
+from portal.audit.services import audit_row, record_audits
 from portal.core import figures
-from portal.orders.models import Order, OrderEvent, ProjectUsage, Subscription
+from portal.orders.models import Order, OrderEvent, Subscription
 from tranche.outcome import Condition, OrderOutcome, ProjectOutcome
 
 S, K = Order.State, Order.Kind
@@ -51,16 +50,18 @@ def _check_transition(order: Order, target: str) -> None:
         raise InvalidTransitionError(f"order {order.pk} ({order.kind}) {order.state} → {target}")
 
 
-def _record_transition(order: Order, target: str, message: str, fields: dict[str, Any]) -> None:
-    """History entry and audit row of a transition that happened (inside its transaction)."""
-    OrderEvent.objects.create(
+def _transition_rows(
+    order: Order, target: str, message: str, fields: dict[str, Any]
+) -> tuple[OrderEvent, AuditLog]:
+    """History entry and audit row of a transition that happened (stored with the outcome)."""
+    event = OrderEvent(
         order=order,
         from_state=order.state,
         to_state=target,
         actor_label=f"system:{SYSTEM}",
         message=message[:500],
     )
-    record_audit(
+    audit = audit_row(
         actor=None,
         system=SYSTEM,
         action=f"order.{target}",
@@ -69,22 +70,7 @@ def _record_transition(order: Order, target: str, message: str, fields: dict[str
         before={"state": order.state},
         after={"state": target, **{k: str(v) for k, v in fields.items()}},
     )
-
-
-def _transition(order_id: int, target: str, message: str = "", **fields: Any) -> bool:
-    with transaction.atomic():
-        order = Order.objects.get(pk=order_id)
-        if order.state == target:
-            return False
-        _check_transition(order, target)
-        changed = Order.objects.filter(pk=order_id, state=order.state).update(
-            state=target, updated_at=timezone.now(), **fields
-        )
-        if not changed:  # lost the race; the winner's state is what counts
-            return False
-        _record_transition(order, target, message, fields)
-        figures.changed(order.project_id)
-        return True
+    return event, audit
 
 
 def _merged(
@@ -101,7 +87,7 @@ def _merged(
     return conditions if changed else None
 
 
-def _store_order(order: Order, want: OrderOutcome) -> bool:
+def _store_order(order: Order, want: OrderOutcome, trail: list[tuple]) -> bool:
     fields: dict[str, Any] = {}
     conditions = _merged(order.conditions, want.conditions, order.generation)
     if conditions is not None:
@@ -122,7 +108,7 @@ def _store_order(order: Order, want: OrderOutcome) -> bool:
         updated_at=timezone.now(), **fields
     )
     if changed and moving:
-        _record_transition(order, want.state, want.message, transition)
+        trail.append(_transition_rows(order, want.state, want.message, transition))
     return bool(changed)
 
 
@@ -145,8 +131,12 @@ def store_outcome(outcome: ProjectOutcome) -> int:
             .select_related("product")
             .in_bulk([o.order_id for o in outcome.orders])
         )
+        trail: list[tuple[OrderEvent, AuditLog]] = []
         for want in outcome.orders:
-            written += _store_order(orders[want.order_id], want)
+            written += _store_order(orders[want.order_id], want, trail)
+        if trail:  # the history and audit rows of every transition: one INSERT each
+            OrderEvent.objects.bulk_create([event for event, _audit in trail])
+            record_audits([audit for _event, audit in trail])
         now = timezone.now()
         for want in outcome.subscriptions:
             sub = subs[want.subscription_id]
@@ -173,90 +163,6 @@ def changes_nothing(outcome: ProjectOutcome, stored: dict[int, tuple[dict[str, A
                 want.observed_generation) is None
         for want in outcome.subscriptions
     )  # fmt: skip
-
-
-def mark_order_provisioning(order_id: int) -> bool:
-    """pending → provisioning (buy/resize)."""
-    return _transition(order_id, S.PROVISIONING)
-
-
-def mark_order_active(order_id: int, message: str = "") -> bool:
-    """pending|provisioning → active (buy/resize): the quota now matches the subscription."""
-    return _transition(order_id, S.ACTIVE, message)
-
-
-def mark_order_cancelling(order_id: int) -> bool:
-    """pending → cancelling (cancel)."""
-    return _transition(order_id, S.CANCELLING)
-
-
-def mark_order_cancelled(order_id: int, message: str = "") -> bool:
-    """pending|cancelling → cancelled (cancel): the quota for the product is gone."""
-    return _transition(order_id, S.CANCELLED, message)
-
-
-def mark_order_failed(order_id: int, reason: str, message: str) -> bool:
-    """Any open state → failed, with a CamelCase `reason` and a human `message`."""
-    return _transition(
-        order_id, S.FAILED, message, failure_reason=reason[:64], failure_message=message[:500]
-    )
-
-
-def set_order_condition(
-    order_id: int,
-    *,
-    type: str,
-    status: str,
-    reason: str,
-    message: str = "",
-    observed_generation: int | None = None,
-) -> bool:
-    """Upsert one condition by `type`; writes (and bumps lastTransitionTime) only on change."""
-    wanted = Condition(type, status, reason, message)
-    return _set_condition(Order, "generation", order_id, wanted, observed_generation)
-
-
-def _set_condition(
-    model: type[Order] | type[Subscription],
-    generation_field: str,
-    pk: int,
-    wanted: Condition,
-    observed_generation: int | None,
-) -> bool:
-    """Upsert one condition of one row (its own transaction); True if written."""
-    with transaction.atomic():
-        row = model.objects.select_for_update().get(pk=pk)
-        generation = (
-            getattr(row, generation_field) if observed_generation is None else observed_generation
-        )
-        merged = _merged(row.conditions, (wanted,), generation)
-        if merged is None:
-            return False
-        model.objects.filter(pk=pk).update(conditions=merged, updated_at=timezone.now())
-        figures.changed(row.project_id)
-        return True
-
-
-def record_slice_usage(
-    *, project_id: int, device_class: str, allocated: int, pending: int, pending_reason: str = ""
-) -> bool:
-    """Store claims allocated/pending of one DeviceClass in a project; writes only on change."""
-    product = Product.objects.filter(device_class=device_class).first()
-    if product is None:
-        raise ValueError(f"unknown DeviceClass {device_class!r}")
-    values = {"allocated": allocated, "pending": pending, "pending_reason": pending_reason[:500]}
-    with transaction.atomic():
-        usage, created = ProjectUsage.objects.get_or_create(
-            project_id=project_id, product=product, defaults=values
-        )
-        if created:
-            figures.changed(project_id)
-            return True
-        if all(getattr(usage, k) == v for k, v in values.items()):
-            return False
-        ProjectUsage.objects.filter(pk=usage.pk).update(updated_at=timezone.now(), **values)
-        figures.changed(project_id)
-        return True
 
 
 def merge_condition(conditions: list[dict[str, Any]], new: dict[str, Any]) -> list | None:
@@ -289,20 +195,3 @@ def make_condition(
         "message": message[:500],
         "observedGeneration": observed_generation,
     }
-
-
-def set_subscription_condition(
-    subscription_id: int,
-    *,
-    type: str,
-    status: str,
-    reason: str,
-    message: str = "",
-    observed_generation: int | None = None,
-) -> bool:
-    """Upsert one condition of a subscription by `type`; writes only on change (idempotent).
-
-    `observed_generation` defaults to the subscription's `version` (bumped by every order), so a
-    reader can tell whether the controller has seen the latest order. Returns True if written."""
-    wanted = Condition(type, status, reason, message)
-    return _set_condition(Subscription, "version", subscription_id, wanted, observed_generation)

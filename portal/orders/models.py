@@ -1,5 +1,6 @@
-"""Subscription (project x product x quantity: the entitlement), Order (the only way to change
-it, with a state machine, conditions and history) and ProjectUsage (reported by the controller).
+"""Subscription (project x product x quantity: the entitlement) and Order (the only way to change
+it, with a state machine, conditions and history). What the cluster says of them (slices in
+use) is observed state: `portal.cluster.models.ProjectUsage`.
 """
 
 from __future__ import annotations
@@ -124,22 +125,3 @@ class OrderEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.from_state or '∅'} → {self.to_state}"
-
-
-class ProjectUsage(models.Model):
-    """Slices of one product claimed in a project, as last reported by the controller."""
-
-    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="usage")
-    product = models.ForeignKey(Product, on_delete=models.CASCADE)
-    allocated = models.PositiveIntegerField(default=0)
-    pending = models.PositiveIntegerField(default=0)
-    pending_reason = models.CharField(max_length=500, blank=True)
-    updated_at = models.DateTimeField(auto_now=True)
-
-    class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["project", "product"], name="one_usage_per_product")
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.project} {self.product.device_class}: {self.allocated}+{self.pending}"

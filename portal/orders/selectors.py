@@ -13,8 +13,9 @@ from django.utils import timezone
 
 from portal.catalog.models import Product
 from portal.catalog.taxes import gross, tax_terms
+from portal.cluster.models import ProjectUsage, QuotaUse
 from portal.core import figures
-from portal.orders.models import MAX_SLICES_PER_PRODUCT, Order, ProjectUsage, Subscription
+from portal.orders.models import MAX_SLICES_PER_PRODUCT, Order, Subscription
 from portal.tenants.errors import ServiceError
 from portal.tenants.models import Project
 from tranche import money, priced
@@ -190,25 +191,32 @@ def _not_ready_message(sub: Subscription | None) -> str:
     return ""
 
 
-def quota_lines(project: Project) -> list[QuotaLine]:
+def quota_lines(project: Project, quota_use: QuotaUse | None) -> list[QuotaLine]:
     """Entitled, allocated and pending slices per product. Usage is None (not yet reported)
-    only until the watcher has seen the project's namespace (`Project.usage_reported_at`):
-    after that a product without claims has 0 in use and 0 pending. Kept per project until a
-    writer says it changed (`portal.core.figures`)."""
-    return figures.cached(project, "quota_lines", lambda: _quota_lines(project))
+    only until the watcher has seen the project's namespace (`quota_use`, its quota's status,
+    exists): after that a product without claims has 0 in use and 0 pending. Kept per project
+    until a writer says it changed (`portal.core.figures`)."""
+    return figures.cached(project, "quota_lines", lambda: _quota_lines(project, quota_use))
 
 
-def _quota_lines(project: Project) -> list[QuotaLine]:
+def _quota_lines(project: Project, quota_use: QuotaUse | None) -> list[QuotaLine]:
     open_orders = Count("orders", filter=Q(orders__state__in=OPEN_ORDER_STATES))
     subs = {
         s.product_id: s
-        for s in Subscription.objects.filter(project=project).annotate(open_orders=open_orders)
+        for s in Subscription.objects.filter(project=project)
+        .annotate(open_orders=open_orders)
+        .select_related("product__gpu_model")
     }  # every order belongs to its product's subscription: one query for both
-    usage = {u.product_id: u for u in ProjectUsage.objects.filter(project=project)}
-    seen = 0 if project.usage_reported_at is not None else None
+    usage = {
+        u.product_id: u
+        for u in ProjectUsage.objects.filter(project=project).select_related("product__gpu_model")
+    }
+    reported_at = quota_use.updated_at if quota_use else None
+    seen = 0 if quota_use is not None else None
+    products = {pk: sub.product for pk, sub in subs.items()}
+    products.update({pk: use.product for pk, use in usage.items()})
     lines = []
-    product_ids = set(subs) | set(usage)
-    for product in Product.objects.filter(pk__in=product_ids).select_related("gpu_model"):
+    for product in sorted(products.values(), key=lambda p: (p.gpu_model.name, p.memory_mib)):
         sub, use = subs.get(product.pk), usage.get(product.pk)
         open_count = sub.open_orders if sub else 0
         if (sub is None or sub.quantity == 0) and use is None and not open_count:
@@ -221,7 +229,7 @@ def _quota_lines(project: Project) -> list[QuotaLine]:
                 pending=use.pending if use else seen,
                 pending_reason=use.pending_reason if use else "",
                 open_orders=open_count,
-                reported_at=use.updated_at if use else project.usage_reported_at,
+                reported_at=use.updated_at if use else reported_at,
                 not_ready_message=_not_ready_message(sub),
             )
         )

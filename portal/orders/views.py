@@ -111,7 +111,7 @@ def order_confirm(request: HttpRequest, project_id: int) -> HttpResponse:
         "project": project,
         "product": product,
         "quote": quote,
-        "grace_minutes": getattr(settings, "CONTROLLER_CANCEL_GRACE_SECONDS", 3600) // 60,
+        "grace_minutes": settings.CONTROLLER_CANCEL_GRACE_SECONDS // 60,
         "idempotency_key": uuid.uuid4().hex,
         **nav_context(request, project),
     }

@@ -1,13 +1,11 @@
 """How many pre-flight calls of one portal process use the database at once.
 
-Why: 50 calls arriving together (#28's bench) each took a pooled connection for their reads
-(token, project, products, the tenant's identity) and, on two loaded cores, held it for over a
-second: the pool (20) ran dry, so other tenants' pages waited and 10-13 of the calls were
-answered 503. Calls now queue here, holding no connection, and at most
-PREFLIGHT_DB_CONCURRENCY of them (default 4) are in their database phase; the rest of the pool
-stays for pages. The phase ends at `leave()` (the service calls it before it waits on the
-network) or when the request ends.
-"""
+Why: 50 calls arriving together (bench/preflight_abuse.py) each took a pooled connection for their
+reads (token, project, products, the tenant's identity) and, on two loaded cores, held it for over a
+second: the pool (20) ran dry, so other tenants' pages waited and 10-13 of the calls were answered
+503. Calls now queue here, holding no connection, and at most PREFLIGHT_DB_CONCURRENCY of them
+(default 4) are in their database phase; the rest of the pool stays for pages. The phase ends at
+`leave()` (the service calls it before it waits on the network) or when the request ends."""
 
 from __future__ import annotations
 

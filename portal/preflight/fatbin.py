@@ -128,7 +128,7 @@ MAX_SECTION_TABLE = 65535 * 64
 
 class FatbinStream:
     """The same answer as `gpu_code_of`, from an ELF file fed in order in chunks, in bounded
-    memory: a 256 MiB member of a layer once cost 582 MB for one scan (#28).
+    memory: a 256 MiB member of a layer once cost 582 MB for one scan.
 
     Containers are found by their magic as the bytes pass and their entry headers read as they
     arrive (payloads are skipped, never kept). The section header table is copied as it passes

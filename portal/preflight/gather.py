@@ -21,8 +21,8 @@ from portal.preflight import clientapply
 from portal.preflight.facts import AdmissionResult, CapacityFacts, ProductFacts, QuotaFacts
 from portal.preflight.kube import ClusterUnavailableError, Identity, Response, request
 from portal.preflight.manifest import ManifestError, describe, parse_quantity
+from tranche.names import DRIVER
 
-DRIVER = "gpu.tranche.dev"
 QUOTA_NAME = "tranche-quota"
 FIELD_MANAGER = "tranche-preflight"
 
@@ -32,7 +32,7 @@ MAX_GROUP_VERSIONS = 512  # the served group/versions of a cluster number ~30-60
 
 class _Discovery:
     """What the API server serves, asked before any request is built from a tenant's
-    `apiVersion` (it once became a request path sent with the portal's identity, #28).
+    `apiVersion` (it once became a request path sent with the portal's identity).
 
     Bounded: the served group/version list (`GET /api`, `GET /apis`) is refreshed every
     DISCOVERY_TTL_S; resources are cached only for group/versions in that list, at most
@@ -110,7 +110,7 @@ def dry_run(api: Any, namespace: str, obj: dict[str, Any], identity: Identity) -
         + (f"/namespaces/{namespace}" if namespaced else "")
         + f"/{quote(plural, safe='')}/{quote(str(obj['metadata']['name']), safe=':@')}"
     )
-    # As kubectl would: its client-side apply's patch for an object it applied so (#32).
+    # As kubectl would: its client-side apply's patch for an object it applied so.
     resp = clientapply.dry_run_as_kubectl(api, path, body, identity)
     if resp is None:
         query = [("dryRun", "All"), ("fieldManager", FIELD_MANAGER), ("force", "true")]

@@ -2,7 +2,7 @@
 
 The client is the portal's cluster identity (`portal.access.cluster.session`, one home for it).
 `tenant_identity()` is the one place that decides who a dry run acts as: the user's own
-ServiceAccount in the project (per-user credentials, #11), impersonated by the portal.
+ServiceAccount in the project (per-user credentials), impersonated by the portal.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 from kubernetes import client
 
 from portal.access.services import generation_of
-from portal.tenants.naming import account_name
+from tranche.naming import account_name
 
 TIMEOUT = (3, 15)
 # RFC 7234 warning values, `299 - "text"` with \" escapes; several are joined by ", ".
@@ -36,8 +36,8 @@ class Identity:
 
 
 def tenant_identity(user: Any, namespace: str) -> Identity:
-    """The user's own ServiceAccount in the project (#11's `u-<name>-<id>-<generation>`), so a
-    dry run gets exactly that person's rights: a viewer's create is refused as on their kubectl.
+    """The user's own ServiceAccount in the project (`tranche.naming.account_name`), so a dry
+    run gets exactly that person's rights: a viewer's create is refused as on their kubectl.
     Impersonating a ServiceAccount name, the API server adds its service-account groups."""
     name = account_name(user.username, user.pk, generation_of(user))
     return Identity(user=f"system:serviceaccount:{namespace}:{name}")

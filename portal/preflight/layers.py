@@ -3,7 +3,7 @@
 Nothing from the image is executed or written to disk: each layer blob is inflated as a stream
 (`LayerStream`), its tar walked member by member, and ELF members fed to `fatbin.FatbinStream`
 in chunks. Every layer's bytes must hash to the digest its manifest names (`verify()`); a scan
-is cacheable only when all of that held and no bound was reached (#28).
+is cacheable only when all of that held and no bound was reached.
 
 Bounds: compressed and uncompressed bytes per layer and per image (`registry.Limits`); when one
 is reached the scan stops and says so (a layer bomb stops at the uncompressed bound). The

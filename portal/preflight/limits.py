@@ -1,7 +1,7 @@
 """Per-user and per-organisation limits on pre-flight calls: how many at once, how many a minute.
 
 Pre-flight is untrusted work a free sign-up can start (22 calls at a silent registry once held
-every database connection of the portal, #28), so each call takes a slot first. A slot is a
+every database connection of the portal), so each call takes a slot first. A slot is a
 member of a Redis sorted set scored by when it expires (a crashed holder frees it by itself);
 the rate is a counter per minute window. One Lua script checks and takes both atomically.
 A refusal says which limit and in how many seconds to try again.

@@ -26,9 +26,8 @@ from portal.preflight.manifest import (
 )
 from portal.preflight.verdicts import Verdict, ok, warning
 from tranche.agent_protocol import UNMEASURED_CONTEXT_FLOOR_BYTES
+from tranche.names import ANNOTATION_MODEL, ANNOTATION_MODEL_SIZE
 
-ANNOTATION_MODEL = "tranche.dev/model"
-ANNOTATION_MODEL_SIZE = "tranche.dev/model-size"
 OLLAMA_DEFAULT_CONTEXT = 4096
 
 

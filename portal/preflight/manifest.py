@@ -6,7 +6,7 @@ before parsing (a 5 MB paste is refused without work); `[`/`{` nesting before pa
 nested `[` was a RecursionError, a 500); then one pass over the parser's events, before any
 node is built, counts nodes and scalar bytes as they are once aliases are expanded and the
 nesting depth, and stops at a cap (a 523-byte alias bomb expanded to gigabytes when
-serialised, #28); the objects' JSON size is checked again after loading.
+serialised); the objects' JSON size is checked again after loading.
 `apiVersion`, `kind` and `metadata.name` must look like Kubernetes names, because they become
 the path of a request (`gather.dry_run`).
 """

@@ -8,7 +8,7 @@ wall-clock deadline). Reading the layers for GPU code is `layers.py`.
 
 Integrity: the digest an image is known by is the sha256 of the manifest bytes received; it must
 equal the reference (when it is a digest) and the `Docker-Content-Digest` header (when sent). A
-registry cannot file its scan under another image's digest (#28).
+registry cannot file its scan under another image's digest.
 
 Bounds: manifests MAX_MANIFEST_BYTES, token answers MAX_TOKEN_BYTES; the per-layer and per-image
 bounds and the deadline are `Limits`, applied by `layers.LayerStream` and `outbound.Client`.

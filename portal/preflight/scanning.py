@@ -2,7 +2,7 @@
 
 Runs in the Celery worker (`tasks.scan_images`), never in the web process. A database
 connection is held only around the two short cache queries, never across the registry's
-network I/O (a silent registry once held every connection of the portal, #28). Scans are cached
+network I/O (a silent registry once held every connection of the portal). Scans are cached
 by the sha256 of the manifest bytes received (checked by `registry.py` against the reference and
 the header), and only when every layer matched its digest (`layers.py`) and no bound was reached.
 """

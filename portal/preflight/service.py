@@ -9,7 +9,7 @@ connection meanwhile.
 
 The call's deadline (PREFLIGHT_CALL_DEADLINE_SECONDS) counts from the request's arrival at the
 portal (`portal.core.arrival`), not from this view's start: under load a request can wait
-seconds for a thread first (#28). The wait ends ANSWER_MARGIN_S before it, which keeps the time
+seconds for a thread first. The wait ends ANSWER_MARGIN_S before it, which keeps the time
 the checks, the page and the server's own queue need after the wait; the worker gets the same
 instant and starts no image after it (nobody would read the result).
 """

@@ -8,7 +8,7 @@ retried: a scan that failed said why in its result, and the tenant can check aga
 
 `answer_by` is the call's deadline (wall clock, `service.CallDeadline`): no image is started
 after it, because the web process has answered by then and nobody reads the result. Under load
-that keeps the worker's threads for calls still waiting (#28: 50 calls at a silent registry
+that keeps the worker's threads for calls still waiting (50 calls at a silent registry
 queued 150 image reads behind each other). An image started before it runs to its own deadline
 and is cached, so checking again answers at once.
 """
@@ -22,11 +22,12 @@ import time
 from celery import shared_task
 
 from portal.preflight import limits, scanning
+from tranche import tasknames
 
 RESULT_TTL_S = 600
 
 
-@shared_task(name="preflight.scan_images", acks_late=False, ignore_result=True)
+@shared_task(name=tasknames.SCAN_IMAGES, acks_late=False, ignore_result=True)
 def scan_images(
     key: str, images: list[str], slot: list[str], answer_by: float | None = None
 ) -> None:

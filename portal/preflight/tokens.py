@@ -9,7 +9,6 @@ use), and expires: `TRANCHE_API_TOKEN_DAYS` (90) unless a shorter or longer life
 
 from __future__ import annotations
 
-import hashlib
 import secrets
 from datetime import timedelta
 
@@ -17,6 +16,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from portal.core.tokens import hash_token
 from portal.preflight.models import ApiToken
 from portal.tenants.errors import ServiceError
 from portal.tenants.models import Membership
@@ -24,10 +24,6 @@ from portal.tenants.models import Membership
 TOKEN_PREFIX = "trp_"  # noqa: S105 (a prefix, not a secret)
 MAX_TOKENS_PER_USER = 20
 MAX_TOKEN_DAYS = 365
-
-
-def _hash(secret: str) -> str:
-    return hashlib.sha256(secret.encode()).hexdigest()
 
 
 @transaction.atomic
@@ -57,7 +53,7 @@ def create_token(user, name: str, organization_id: int | None = None, days: int 
         user=user,
         name=name,
         prefix=secret[:12],
-        token_hash=_hash(secret),
+        token_hash=hash_token(secret),
         organization_id=organization_id,
         scope=ApiToken.Scope.PREFLIGHT,
         expires_at=timezone.now() + timedelta(days=days),
@@ -81,7 +77,7 @@ def token_for_secret(secret: str, scope: str = ApiToken.Scope.PREFLIGHT) -> ApiT
     token = (
         ApiToken.objects.select_related("user")
         .filter(
-            token_hash=_hash(secret),
+            token_hash=hash_token(secret),
             revoked_at__isnull=True,
             expires_at__gt=timezone.now(),
             organization__isnull=False,

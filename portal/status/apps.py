@@ -1,4 +1,5 @@
-"""App config of the live status pages (no models: rows live in `portal.agents`)."""
+"""App config of the live status pages (no models: what they show lives in `portal.cluster`
+and `portal.agents`)."""
 
 from __future__ import annotations
 

@@ -28,11 +28,11 @@ from portal.agents.events import (
     PodRemovedEvent,
     PodStatusEvent,
 )
+from portal.cluster.services import PodClusterEvent
 from portal.core.groups import FLEET_GROUP, project_group, user_access_group
 from portal.core.request_metrics import CountedSocket
 from portal.core.sockets import DirectDispatch, NoClientFrames, SessionBound
 from portal.status import selectors
-from portal.status.services import PodClusterEvent
 
 CLOSE_FORBIDDEN = 4403
 

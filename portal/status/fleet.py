@@ -13,11 +13,11 @@ from django.utils import timezone
 
 from portal.agents.models import NodeToken, PodSliceStatus
 from portal.catalog.models import Product
+from portal.cluster.models import PodState
 from portal.core.cluster import cluster_answers
 from portal.orders.backlog import WAITING, check_backlog
 from portal.orders.models import Order
 from portal.status import idle
-from portal.status.models import PodState
 from portal.tenants.models import Project
 
 

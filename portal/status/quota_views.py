@@ -20,14 +20,15 @@ from portal.tenants.selectors import get_project
 def quota(request: HttpRequest, project_id: int) -> HttpResponse:
     """Entitled, allocated and pending slices per product, plus CPU/RAM quota and headroom."""
     project, membership = get_project(request.user, project_id)
+    used = selectors.quota_use(project)
     cpu_headroom = mem_headroom = None
-    if project.cpu_used_millicores is not None:
-        cpu_headroom = max(0, project.cpu_quota_millicores - project.cpu_used_millicores)
-    if project.memory_used_mib is not None:
-        mem_headroom = max(0, project.memory_quota_mib - project.memory_used_mib)
-    lines = orders.quota_lines(project)
+    if used is not None:
+        cpu_headroom = max(0, project.cpu_quota_millicores - used.cpu_used_millicores)
+        mem_headroom = max(0, project.memory_quota_mib - used.memory_used_mib)
+    lines = orders.quota_lines(project, used)
     context = {
         "project": project,
+        "used": used,
         "membership": membership,
         "lines": lines,
         # a message a product's subscription carries while it is not ready (e.g. a cancel

@@ -2,25 +2,22 @@
 
 Who may watch a project: any member (any role) of its organization, active staff users in the
 "Support" group, and superusers (every project). Billing staff work on invoices, prices and
-organizations in the admin and billing pages; they see no live page or support console (issue
-#28: least privilege). Anyone else gets `Http404`,
-so another organization's project is indistinguishable from a missing one. The page and the
-websocket consumer use the same rule (`watchable_projects`).
+organizations in the admin and billing pages; they see no live page or support console (least
+privilege). Anyone else gets `Http404`, so another organization's project is indistinguishable
+from a missing one. The page and the websocket consumer use the same rule (`watchable_projects`).
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 from django.contrib.auth import get_user_model
 from django.db.models import QuerySet
 from django.http import Http404
 
-from portal.agents.rows import FIELDS, PodRow, pod_row
+from portal.agents.rows import FIELDS, LiveRow, pod_row
 from portal.agents.selectors import project_pod_statuses
+from portal.cluster.models import PodState, QuotaUse
+from portal.cluster.services import row_name
 from portal.core import figures
-from portal.status.models import PodState
-from portal.status.services import row_name
 from portal.status.warnings import raw_text, summary_text
 from portal.tenants.models import Project
 from portal.tenants.selectors import projects_of
@@ -28,7 +25,7 @@ from tranche.pod_reasons import CPU_QUOTA, MEMORY_QUOTA
 
 STAFF_GROUPS = ("Support",)
 # The table's shape lives with the rows (portal.agents.rows); the page reads it from here.
-__all__ = ["FIELDS", "PodRow", "pod_row"]
+__all__ = ["FIELDS", "LiveRow", "pod_row"]
 
 
 def is_status_staff(user) -> bool:
@@ -64,19 +61,12 @@ def can_watch(user_id: int | None, project_id: int) -> bool:
     return user is not None and watchable_projects(user).filter(pk=project_id).exists()
 
 
-def pod_rows(project_id: int, statuses: list | None = None) -> list[PodRow]:
+def pod_rows(project_id: int, statuses: list | None = None) -> list[LiveRow]:
     """Every pod of a project the caller was already allowed to watch (`get_watched_project`
     or `can_watch`); `statuses`: its `project_pod_statuses` rows when read already."""
     return [
         pod_row(s) for s in (project_pod_statuses(project_id) if statuses is None else statuses)
     ]
-
-
-def live_pod_row(project_id: int, namespace: str, pod_name: str) -> PodRow | None:
-    """The row of one pod of `project_id` as stored now; None once it is gone."""
-    found = project_pod_statuses(project_id).filter(namespace=namespace, pod_name=pod_name)
-    status = found.first()
-    return pod_row(status) if status else None
 
 
 # The cluster's view of every pod (and refused workload): what Kubernetes says, in words.
@@ -88,43 +78,27 @@ CLUSTER_FIELDS = (
 )
 
 
-@dataclass(frozen=True)
-class ClusterRow:
-    """One row of the cluster table; `reason` is the class (tranche.pod_reasons); `raw` the
-    pod's Warning events as Kubernetes wrote them (behind the warnings cell's details toggle)."""
-
-    key: str
-    cells: dict[str, str]
-    reason: str
-    raw: str = ""
-
-    def as_json(self) -> dict:
-        return {"key": self.key, "cells": self.cells, "reason": self.reason, "raw": self.raw}
-
-    def ordered_cells(self) -> list[tuple[str, str]]:
-        return [(name, self.cells[name]) for name, _label in CLUSTER_FIELDS]
-
-
-def cluster_row(state: PodState) -> ClusterRow:
+def cluster_row(state: PodState) -> LiveRow:
     """The classifier's words first; the warnings one line per reason (`status.warnings`)."""
     name = row_name(state.kind, state.name)
     words = state.words + (f" Next: {state.next_step}" if state.next_step else "")
     cells = {"pod": name, "phase": state.phase, "reason": words,
              "events": summary_text(state.events)}  # fmt: skip
-    return ClusterRow(
+    return LiveRow(
         key=f"{state.namespace}/{name}",
         cells=cells,
+        fields=CLUSTER_FIELDS,
         reason=state.reason,
         raw=raw_text(state.events),
     )
 
 
-def cluster_rows(project_id: int) -> list[ClusterRow]:
+def cluster_rows(project_id: int) -> list[LiveRow]:
     """Every pod the cluster knows in the project (the caller may already watch it)."""
     return [cluster_row(s) for s in PodState.objects.filter(project_id=project_id)]
 
 
-def live_cluster_row(project_id: int, namespace: str, name: str) -> ClusterRow | None:
+def live_cluster_row(project_id: int, namespace: str, name: str) -> LiveRow | None:
     """One row as stored now (`name` as the table shows it); None once it is gone."""
     kind, _, plain = name.rpartition("/") if "/" in name else ("Pod", "", name)
     state = PodState.objects.filter(
@@ -158,3 +132,11 @@ def node_reports(project_id: int) -> dict[str, float]:
             node_name__in=nodes, last_seen_at__isnull=False
         ).values_list("node_name", "last_seen_at")
     }
+
+
+def quota_use(project: Project) -> QuotaUse | None:
+    """The project's CPU/RAM use as its quota last reported it; None until the watcher saw it.
+    Kept until the watcher's next change of it (`portal.core.figures`)."""
+    return figures.cached(
+        project, "quota_use", lambda: QuotaUse.objects.filter(project_id=project.pk).first()
+    )

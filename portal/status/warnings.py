@@ -69,15 +69,3 @@ def summary_text(events: list[list[str]]) -> str:
 def raw_text(events: list[list[str]]) -> str:
     """The events as Kubernetes wrote them, newest first: `time reason: message` per line."""
     return "\n".join(f"{when} {reason}: {message}" for when, reason, message in events[::-1])
-
-
-def shorten(text: str, limit: int) -> str:
-    """`text` within `limit` characters, cut at a word boundary with "…" (never mid-word unless
-    a single word is longer than the limit)."""
-    if len(text) <= limit:
-        return text
-    cut = text[: limit - 1]
-    space = cut.rfind(" ")
-    if space > limit // 2:
-        cut = cut[:space]
-    return cut.rstrip() + "…"

@@ -7,6 +7,7 @@ from django.conf import settings
 from django.db import models
 
 from tranche import quota
+from tranche.names import ROLE_MEMBER, ROLE_OWNER, ROLE_VIEWER
 
 
 class Organization(models.Model):
@@ -37,9 +38,9 @@ class Membership(models.Model):
     """A user's role in one organization."""
 
     class Role(models.TextChoices):
-        OWNER = "owner", "Owner"
-        MEMBER = "member", "Member"
-        VIEWER = "viewer", "Viewer"
+        OWNER = ROLE_OWNER, "Owner"
+        MEMBER = ROLE_MEMBER, "Member"
+        VIEWER = ROLE_VIEWER, "Viewer"
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE)
     organization = models.ForeignKey(Organization, on_delete=models.CASCADE)
@@ -79,9 +80,6 @@ class Project(models.Model):
     namespace = models.CharField(max_length=63, unique=True, editable=False)
     cpu_quota_millicores = models.PositiveIntegerField(default=quota.CPU_MILLICORES)
     memory_quota_mib = models.PositiveIntegerField(default=quota.MEMORY_MIB)
-    cpu_used_millicores = models.PositiveIntegerField(null=True, blank=True)
-    memory_used_mib = models.PositiveIntegerField(null=True, blank=True)
-    usage_reported_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     deleted_at = models.DateTimeField(
         null=True, blank=True, editable=False, help_text="deleted by an owner; billing kept"

@@ -10,7 +10,7 @@ from django.http import Http404
 from django.utils import timezone
 
 from portal.core.tokens import hash_token
-from portal.tenants.models import Invitation, Membership, Organization, Project
+from portal.tenants.models import Invitation, Membership, Project
 
 
 def memberships_of(user) -> QuerySet[Membership]:
@@ -95,8 +95,3 @@ def get_opened_invitation(invitation_id: int) -> Invitation:
             "Ask the organization's owner for a new link."
         )
     return found
-
-
-def get_organization(organization_id: int) -> Organization:
-    """Staff-side lookup (admin); tenants go through `get_membership`."""
-    return Organization.objects.get(pk=organization_id)

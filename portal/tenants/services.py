@@ -15,13 +15,12 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from portal.audit.services import record_audit
-from portal.core import figures
 from portal.core.queue import enqueue_reconcile, enqueue_retire_namespace
 from portal.core.tokens import hash_token, new_token
 from portal.tenants import usernames
 from portal.tenants.errors import NotAllowedError, OrganizationSuspendedError, ServiceError
 from portal.tenants.models import Invitation, Membership, Organization, Project
-from portal.tenants.naming import derive_namespace, dns_slug
+from tranche.naming import derive_namespace, dns_slug
 from tranche.orders import OPEN_ORDER_STATES
 
 
@@ -149,8 +148,8 @@ def accept_invitation(*, user, invitation: Invitation) -> Membership:
 def sign_up_invited(*, invitation: Invitation, username: str, password: str):
     """Create an account with the invitation's email address and join its organization with
     its role, in one transaction: no organization or project of their own is made. Refused
-    (nothing created) if the name is taken, looks like a taken one (the same rules as `sign_up`,
-    #28), or the invitation was used or expired meanwhile."""
+    (nothing created) if the name is taken, looks like a taken one (the same rules as `sign_up`),
+    or the invitation was used or expired meanwhile."""
     username = usernames.normalize(username)
     usernames.check_new_username(username)
     try:
@@ -306,22 +305,3 @@ def resume_organization(*, actor, organization_id: int) -> bool:
         reason="",
         action="organization.resume",
     )
-
-
-@transaction.atomic
-def record_project_resources(
-    *, project_id: int, cpu_used_millicores: int, memory_used_mib: int
-) -> bool:
-    """Controller: store the project's CPU/RAM quota use. Writes only when a value changed."""
-    changed = (
-        Project.objects.filter(pk=project_id)
-        .exclude(cpu_used_millicores=cpu_used_millicores, memory_used_mib=memory_used_mib)
-        .update(
-            cpu_used_millicores=cpu_used_millicores,
-            memory_used_mib=memory_used_mib,
-            usage_reported_at=timezone.now(),
-        )
-    )
-    if changed:
-        figures.changed(project_id)
-    return bool(changed)

@@ -17,7 +17,7 @@ from playwright.sync_api import expect
 from deploy.ociregistry.samples import SAMPLES
 from portal.agents import history
 from portal.agents.models import NodeToken, PodSliceStatus
-from portal.status.models import PodState
+from portal.cluster.models import PodState
 from portal.tenants.services import invite_member
 from tests.helpers.axe import axe_violations
 from tests.helpers.factories import make_world

@@ -20,9 +20,9 @@ from nodeagent.health import HealthEvent
 from nodeagent.health_findings import findings_for
 from nodeagent.xid import Severity
 from portal.agents import services
-from portal.agents.bindings import write_pod_states
 from portal.audit.models import AuditLog
 from tests.helpers.factories import make_staff, make_world
+from tests.helpers.observed import bind_pods
 from tests.helpers.portal import serve_portal, signed_in_context
 
 GIB = 1024**3
@@ -61,7 +61,7 @@ def test_the_tenant_is_told_and_support_lists_the_gpu(browser, transactional_db)
     project, ns = world.project_a, world.project_a.namespace
     token = services.issue_node_token(NODE)
     support = make_staff("sue", "Support")
-    write_pod_states(project.pk, {"llm-a": {"phase": "Running", "reason": "", "node": NODE,
+    bind_pods(project.pk, {"llm-a": {"phase": "Running", "reason": "", "node": NODE,
                                             "uid": "uid-llm-a"}})  # fmt: skip
     with serve_portal(connection.settings_dict["NAME"]) as portal:
         base = portal.http_base
@@ -108,7 +108,7 @@ def test_the_tenant_is_told_and_support_lists_the_gpu(browser, transactional_db)
 
                 # Kubernetes' replacement pod, on the other GPU: its new placement on the page
                 moved = {"phase": "Running", "reason": "", "node": NODE, "uid": "uid-llm-b"}
-                write_pod_states(project.pk, {"llm-b": moved})
+                bind_pods(project.pk, {"llm-b": moved})
                 _send(agent, _frame(3, [_pod(ns, "llm-b", "GPU-1")]), portal)
                 placed = live.locator("#pods tr", has_text="llm-b")
                 expect(placed.locator('td[data-field="gpu"]')).to_contain_text("GPU-1")

@@ -18,8 +18,8 @@ from playwright.sync_api import expect
 from websockets.sync.client import connect
 
 from portal.agents import history, services
-from portal.agents.bindings import write_pod_states
 from tests.helpers.factories import make_world
+from tests.helpers.observed import bind_pods
 from tests.helpers.portal import serve_portal, signed_in_context
 
 GIB = 1024**3
@@ -62,7 +62,7 @@ def test_charts_show_history_and_grow_live(browser, transactional_db, tmp_path):
     )  # fmt: skip
     token = services.issue_node_token(NODE)
     bound = {n: {"phase": "Running", "reason": "", "node": NODE} for n in ("train-0", "new-0")}
-    write_pod_states(project.pk, bound)
+    bind_pods(project.pk, bound)
     with serve_portal(connection.settings_dict["NAME"]) as portal:
         headers = {"Authorization": f"Bearer {token}", "X-Tranche-Node": NODE,
                    "Origin": portal.http_base}  # fmt: skip

@@ -1,6 +1,6 @@
 """The live page in chromium follows one pod through what the cluster says about it, without a
 reload: Pending (capacity busy) → Running → OOMKilled. The facts enter the way the watcher hands
-them to the portal (`record_cluster_view`), through the Redis channel layer to a real daphne."""
+them to the portal (`record_namespace`), through the Redis channel layer to a real daphne."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ from concurrent.futures import ThreadPoolExecutor
 from django.db import connection, connections
 from playwright.sync_api import expect
 
-from portal.status.services import record_cluster_view
+from portal.cluster.services import record_namespace
 from tests.helpers.factories import make_world
+from tests.helpers.observed import namespace_view
 from tests.helpers.portal import serve_portal, signed_in_context
 from tranche.pod_reasons import ContainerFacts, PodFacts
 
@@ -27,13 +28,7 @@ def _cluster_says(project, pod: PodFacts) -> None:
 
     def call() -> None:
         try:
-            record_cluster_view(
-                project_id=project.pk,
-                namespace=project.namespace,
-                pods=[pod],
-                refusals=[],
-                quota=None,
-            )
+            record_namespace(namespace_view(project.namespace, [pod], [], None))
         finally:
             connections.close_all()
 

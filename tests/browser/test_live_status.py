@@ -13,8 +13,8 @@ from playwright.sync_api import expect
 from websockets.sync.client import connect
 
 from portal.agents import services
-from portal.agents.bindings import write_pod_states
 from tests.helpers.factories import make_world
+from tests.helpers.observed import bind_pods
 from tests.helpers.portal import serve_portal, signed_in_context
 
 MIB = 1024 * 1024
@@ -33,9 +33,7 @@ def test_row_appears_live_when_the_agent_reports(browser, transactional_db):
     ns = world.project_a.namespace
     token = services.issue_node_token(NODE)
     # Play the watcher: the cluster bound train-0 to this node (the portal checks it).
-    write_pod_states(
-        world.project_a.pk, {"train-0": {"phase": "Running", "reason": "", "node": NODE}}
-    )
+    bind_pods(world.project_a.pk, {"train-0": {"phase": "Running", "reason": "", "node": NODE}})
     contexts = []
     with serve_portal(connection.settings_dict["NAME"]) as portal:
         base = portal.http_base

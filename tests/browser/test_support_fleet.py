@@ -13,8 +13,8 @@ from playwright.sync_api import expect
 from websockets.sync.client import connect
 
 from portal.agents import services
-from portal.agents.bindings import write_pod_states
 from tests.helpers.factories import make_world
+from tests.helpers.observed import bind_pods
 from tests.helpers.portal import serve_portal, signed_in_context
 
 GIB = 1024**3
@@ -59,7 +59,7 @@ def test_slice_appears_on_the_right_gpu_within_3_s(browser, transactional_db):
                     "compute_used_percent": 20.0, "throttled_seconds": 0.0, "processes": 1,
                 }  # fmt: skip
                 # the watcher's binding: the ingest accepts a pod only from the node it is on
-                write_pod_states(
+                bind_pods(
                     world.project_a.pk,
                     {"train-0": {"phase": "Running", "reason": "", "node": NODE, "uid": "uid-1"}},
                 )

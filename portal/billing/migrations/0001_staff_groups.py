@@ -18,7 +18,7 @@ VIEW_ONLY = [
     ("orders", "subscription"),
     ("orders", "order"),
     ("orders", "orderevent"),
-    ("orders", "projectusage"),
+    # ("orders", "projectusage") moved to portal.cluster: cluster.0002 grants its view
     ("audit", "auditlog"),
 ]
 BILLING_EXTRA = [

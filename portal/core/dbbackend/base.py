@@ -3,7 +3,7 @@
 Why: under ASGI every sync view of a portal process runs in one thread, so a request that waits
 for a connection holds up every request behind it. During an outage each one waited the pool's
 full timeout (10 s then), and after it the pool's reconnect back-off (1, 2, 4, 8 s...) outlived
-the outage by seconds (issue #30). The gate:
+the outage by seconds. The gate:
 
 - waits at most the pool's `timeout` (TRANCHE_DB_POOL_TIMEOUT: ~1 s for the portal, longer for
   workers and the watcher, set per role by whoever starts them);
@@ -17,7 +17,7 @@ database answering again.
 
 A wait that failed with every connection of the pool made and in use is the opposite case: the
 database answers, this process is busy. It raises `PoolBusy`, so the outage page says "busy,
-try again in a few seconds" rather than blaming the database (#28: 50 pre-flight calls at once
+try again in a few seconds" rather than blaming the database (50 pre-flight calls at once
 were told "Tranche cannot reach the database").
 """
 

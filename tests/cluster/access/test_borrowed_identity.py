@@ -59,7 +59,7 @@ def test_the_chained_identity_attack_is_refused_at_the_first_step(
     tenant, person, download, kube_cluster
 ) -> None:
     from portal.access.services import generation_of
-    from portal.tenants.naming import account_name
+    from tranche.naming import account_name
 
     owner = tenant.membership.user
     member = person(tenant, "member")
@@ -124,7 +124,7 @@ def _refusal_once_loaded(create) -> str:
 
 def _own(user) -> str:
     from portal.access.services import generation_of
-    from portal.tenants.naming import account_name
+    from tranche.naming import account_name
 
     return account_name(user.get_username(), user.pk, generation_of(user))
 
@@ -134,7 +134,7 @@ def test_the_controller_replaces_an_account_it_did_not_make(tenant, kube_cluster
     revocation the controller deletes it and makes the account afresh, so whatever held the
     pre-created object's tokens holds nothing."""
     from portal.access.services import generation_of, revoke_credentials
-    from portal.tenants.naming import account_name
+    from tranche.naming import account_name
 
     owner = tenant.membership.user
     reconcile_project(tenant.project.pk)

@@ -68,7 +68,7 @@ def test_sigkilled_worker_and_stopped_apiserver(
     from portal.orders.models import Order, OrderEvent, Subscription
     from portal.orders.services import place_order
     from portal.tenants.models import Project
-    from portal.tenants.naming import derive_namespace
+    from tranche.naming import derive_namespace
 
     cluster = private_cluster
     controller_settings.CONTROLLER_KUBECONFIG = str(cluster.kubeconfig)

@@ -19,7 +19,6 @@ from kubernetes.client.rest import ApiException
 
 from controller.apply import Applier
 from controller.reconcile import reconcile_project
-from controller.render.spec import ENTITLEMENTS_CONFIGMAP as ENTITLEMENTS
 from deploy.devcluster.nodes import create_fake_gpu_nodes, delete_fake_nodes
 from nodeagent.draplugin.prepare import api_claim_source
 from nodeagent.owners import TenantPods
@@ -28,6 +27,7 @@ from tests.cluster.controller.conftest import impersonating
 from tests.cluster.deploy.chart import install_chart, token_client, uninstall_chart
 from tests.helpers.gpus import v100
 from tests.helpers.wait import wait_for
+from tranche.names import ENTITLEMENTS_CONFIGMAP as ENTITLEMENTS
 
 INSTALL = Path(__file__).resolve().parents[3] / "deploy" / "install"
 CLASS = "tranche-v100-8g"
@@ -211,7 +211,7 @@ def test_the_portal_mints_tokens_for_tenant_accounts_and_does_nothing_else(
 ) -> None:
     """The portal's identity holds serviceaccounts/token create in project namespaces only."""
     from portal.access.cluster import AccountNotReadyError, request_token
-    from portal.tenants.naming import account_name
+    from tranche.naming import account_name
 
     reconcile_project(tenant.project.pk)
     api = as_sa(kube_cluster, "tranche-portal")
@@ -256,8 +256,8 @@ def test_the_portal_reads_what_preflight_needs_and_dry_runs_only_as_members(
     """Pre-flight's reads (portal/preflight/gather.py) and its dry run as a member's account
     succeed with the portal's own token; impersonating anyone else, or writing, is refused."""
     from portal.preflight.gather import QUOTA_NAME
-    from portal.tenants.naming import account_name
     from tests.cluster.deploy.chart import token_client
+    from tranche.naming import account_name
 
     tenant.order(CLASS, 1)
     reconcile_project(tenant.project.pk)

@@ -41,7 +41,7 @@ def _gone(custom, ns: str, name: str) -> bool:
 def test_ledger_matches_claim_lifetimes_across_a_watcher_restart(
     tenant, kube_cluster, fake_gpu_nodes
 ):
-    from portal.billing.models import UsageRecord
+    from portal.cluster.models import UsageRecord
 
     api, ns, custom, core, node, resource_slice = ordered_with_a_sliced_node(
         tenant, kube_cluster, fake_gpu_nodes
@@ -131,7 +131,7 @@ def test_claim_born_and_gone_while_no_watcher_ran_is_in_the_ledger(
     records the claim: its allocation at the cluster's own time; its release at the deletion's
     time when the replayed history carries a deletionTimestamp (exact), else when the replay saw
     it (the de-allocation carries no time), and then the record is marked estimated."""
-    from portal.billing.models import UsageRecord
+    from portal.cluster.models import UsageRecord
 
     api, ns, custom, core, node, resource_slice = ordered_with_a_sliced_node(
         tenant, kube_cluster, fake_gpu_nodes
@@ -144,9 +144,9 @@ def test_claim_born_and_gone_while_no_watcher_ran_is_in_the_ledger(
     watcher = Watcher(api, flush_interval=0.3)
     watcher.start()
     try:
-        from portal.billing.metering import load_checkpoint
+        from controller.desired import claims_checkpoint
 
-        wait_for(load_checkpoint, 20, "the watcher's first claims checkpoint")
+        wait_for(claims_checkpoint, 20, "the watcher's first claims checkpoint")
         watcher.close()  # nobody watches from here until the claim is gone
         pod = _pod(node)
         pod["metadata"]["name"] = "llm-brief"

@@ -22,7 +22,7 @@ from tests.helpers.wait import wait_for
 
 
 def test_ledger_through_apiserver_outage(tenant, controller_settings, private_cluster):
-    from portal.billing.models import UsageRecord
+    from portal.cluster.models import UsageRecord
 
     cluster = private_cluster
     api = config.new_client_from_config(str(cluster.kubeconfig))

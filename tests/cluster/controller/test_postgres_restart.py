@@ -248,7 +248,7 @@ def test_postgres_restart_heals_every_process(kube_cluster, tmp_path) -> None:
 
         def allocated_on_quota() -> bool:
             row = db.execute(
-                "SELECT u.allocated FROM orders_projectusage u JOIN catalog_product p "
+                "SELECT u.allocated FROM cluster_projectusage u JOIN catalog_product p "
                 "ON p.id = u.product_id WHERE u.project_id = %s AND p.device_class = %s",
                 [made["project"], CLASS],
             ).fetchone()

@@ -51,7 +51,7 @@ def _resource_versions(applier: Applier, namespaces: list[str]) -> dict[tuple, s
 
 def test_noop_resync_of_100_projects_issues_zero_writes(tenant, kube_cluster) -> None:
     from portal.tenants.models import Project
-    from portal.tenants.naming import derive_namespace
+    from tranche.naming import derive_namespace
 
     org = tenant.project.organization
     tenant.order(CLASS, 1)

@@ -18,7 +18,7 @@ from kubernetes import client
 from controller.reconcile import reconcile_project
 from controller.watch import Watcher
 from nodeagent.slices import render_resource_slice
-from portal.agents.bindings import pod_bindings
+from portal.cluster.bindings import pod_bindings
 from tests.helpers.gpus import v100
 from tests.helpers.wait import wait_for
 

@@ -26,10 +26,11 @@ from kubernetes.client.rest import ApiException
 
 from controller.render.claim_template import render_claim_template
 from controller.render.device_class import render_device_class
-from controller.render.spec import ProductSpec, ProjectSpec
+from controller.render.spec import ProjectSpec
 from tests.cluster.controller.conftest import controller_settings  # noqa: F401 (fixture)
 from tests.helpers.celery_worker import worker  # noqa: F401 (fixture: test_gpu_service)
 from tests.helpers.skips import CORE_LIBRARY
+from tranche.products import ProductSpec
 
 REPO = Path(__file__).resolve().parents[3]
 DRIVER = "gpu.tranche.dev"

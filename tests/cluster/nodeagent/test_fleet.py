@@ -20,7 +20,6 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from controller.render.device_class import render_device_class
-from controller.render.spec import ProductSpec
 from deploy.devcluster.nodes import create_fleet_nodes, delete_fleet_nodes
 from deploy.local.agents import fleet_argv
 from nodeagent.sim.gpus import sim_uuid
@@ -33,6 +32,7 @@ from tests.cluster.nodeagent.conftest import (
     describe_pod,
 )
 from tests.helpers.wait import wait_for
+from tranche.products import ProductSpec
 
 REPO = Path(__file__).resolve().parents[3]
 A100 = "NVIDIA A100-SXM4-40GB"

@@ -17,12 +17,12 @@ import time
 
 from kubernetes import client
 
-from controller.render.spec import ProductSpec
 from nodeagent.owners import pod_uid
 from tests.cluster.nodeagent.conftest import allocation_of, create_template, describe_pod
 from tests.helpers.realnode import pod_body, run_pod
 from tests.helpers.skips import SIMGPU_DIR, needs_native_sim
 from tests.helpers.wait import wait_for
+from tranche.products import ProductSpec
 
 pytestmark = [needs_native_sim]
 TAINT_KEY = "tranche.dev/gpu-unhealthy"

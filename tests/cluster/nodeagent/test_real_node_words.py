@@ -24,7 +24,7 @@ pytestmark = [pytest.mark.django_db(transaction=True), needs_native_sim]
 def test_oomkilled_and_a_bad_image_in_the_portals_words(
     kube_cluster, real_node, products, make_namespace
 ) -> None:
-    from portal.status.models import PodState
+    from portal.cluster.models import PodState
     from portal.tenants.models import Organization, Project
 
     api = kube_cluster.api_client

@@ -17,9 +17,9 @@ from channels.testing import WebsocketCommunicator
 from django.core.management import call_command
 
 from portal.agents import selectors, services
-from portal.agents.bindings import write_pod_states
 from portal.asgi import application
 from portal.tenants.models import Organization, Project
+from tests.helpers.observed import bind_pods
 from tranche.agent_protocol import MAX_MESSAGE_BYTES
 
 GIB = 1024**3
@@ -85,7 +85,7 @@ def _bind(project: Project, **pods: str) -> None:
     """Play the watcher: the cluster runs each pod (uid p-1) on the given node."""
     states = {pod: {"phase": "Running", "reason": "", "node": node, "uid": "p-1"}
               for pod, node in pods.items()}  # fmt: skip
-    write_pod_states(project.id, states)
+    bind_pods(project.id, states)
 
 
 @pytest.fixture

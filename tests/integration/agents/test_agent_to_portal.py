@@ -24,10 +24,10 @@ from nodeagent.draplugin.prepare import Layout, Preparer
 from nodeagent.status import Collector
 from nodeagent.stream import StatusStream
 from portal.agents import selectors, services
-from portal.agents.bindings import write_pod_states
 from portal.tenants.models import Organization, Project
 from tests.helpers.cdi_launch import apply_cdi, launch_script
 from tests.helpers.gpus import NODE, allocated_claim, v100
+from tests.helpers.observed import bind_pods
 from tests.helpers.portal import serve_portal
 from tests.helpers.skips import NATIVE_BUILD, needs_native_sim
 
@@ -74,7 +74,7 @@ def test_rejected_allocation_reaches_the_portal_within_3s(portal_url, sim, tmp_p
     org = Organization.objects.create(name="Acme", slug="acme")
     project = Project.objects.create(organization=org, name="ML", slug="ml", namespace="acme-ml")
     # Play the watcher: the cluster bound pod-a to this node (the portal checks it).
-    write_pod_states(project.id, {"pod-a": {"phase": "Running", "reason": "", "node": NODE}})
+    bind_pods(project.id, {"pod-a": {"phase": "Running", "reason": "", "node": NODE}})
     token = services.issue_node_token(NODE)
     state = Path(tempfile.mkdtemp(prefix="tr-e2e-"))
     layout = Layout(state, state / "cdi", NATIVE_BUILD / "libtranche.so", simulate=True)

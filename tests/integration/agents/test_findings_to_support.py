@@ -29,10 +29,10 @@ from nodeagent.draplugin.server import PluginServer, Sockets
 from nodeagent.status import Collector
 from nodeagent.stream import StatusStream
 from portal.agents import services
-from portal.agents.bindings import write_pod_states
 from portal.agents.models import NodeToken
 from portal.tenants.models import Organization, Project
 from tests.helpers.gpus import NODE, allocated_claim, v100
+from tests.helpers.observed import bind_pods
 from tests.helpers.portal import serve_portal
 from tests.helpers.skips import needs_native_sim
 from tests.helpers.wait import wait_for
@@ -91,7 +91,7 @@ def _alert(page: str, kind: str) -> str:
 def test_backstop_and_disagreement_reach_the_support_console(sim):
     org = Organization.objects.create(name="Acme", slug="acme")
     project = Project.objects.create(organization=org, name="ML", slug="ml", namespace="acme-ml")
-    write_pod_states(project.id, {"pod-a": {"phase": "Running", "reason": "", "node": NODE}})
+    bind_pods(project.id, {"pod-a": {"phase": "Running", "reason": "", "node": NODE}})
     token = services.issue_node_token(NODE)
     w = Workload(sim, "f1d0c1a1-0000-4000-8000-000000000001", permille=500)
     try:

@@ -14,10 +14,10 @@ from channels.testing import WebsocketCommunicator
 from django.db import connection
 
 from portal.agents import selectors, services
-from portal.agents.bindings import write_pod_states
 from portal.agents.models import PodSliceStatus
 from portal.asgi import application
 from portal.tenants.models import Organization, Project
+from tests.helpers.observed import bind_pods
 
 NODE = "kwok-gpu-0"
 GIB = 1024**3
@@ -54,7 +54,7 @@ def token() -> str:
     project = Project.objects.create(organization=org, name="ML", slug="ml", namespace="acme-ml")
     # Play the watcher: the cluster runs these pods on NODE (the portal checks the binding).
     running = {"phase": "Running", "reason": "", "node": NODE, "uid": "p-1"}
-    write_pod_states(project.pk, dict.fromkeys(("train-0", "next", "explode"), running))
+    bind_pods(project.pk, dict.fromkeys(("train-0", "next", "explode"), running))
     return services.issue_node_token(NODE)
 
 

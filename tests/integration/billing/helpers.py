@@ -6,7 +6,7 @@ from __future__ import annotations
 import secrets
 from datetime import datetime, timedelta
 
-from portal.billing.models import UsageRecord
+from portal.cluster.models import UsageRecord
 from portal.orders.models import Order
 from portal.orders.services import place_order
 from tranche import pricing

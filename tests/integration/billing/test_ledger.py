@@ -7,12 +7,23 @@ from datetime import UTC, datetime, timedelta
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from portal.billing.metering import observe_claim, resync_claims
-from portal.billing.models import UsageRecord
+from controller.observe import observed_claim
 from portal.billing.selectors import slice_seconds
+from portal.cluster import ledger
+from portal.cluster.models import UsageRecord
 
 CLASS = "tranche-v100-16g"
 T0 = datetime(2026, 11, 10, 12, 0, 0, tzinfo=UTC)
+
+
+def observe_claim(kind: str, obj: dict, **kwargs) -> None:
+    """One watch event of a claim, read as the watcher reads it, into the ledger."""
+    ledger.record_claim(kind, observed_claim(obj), **kwargs)
+
+
+def resync_claims(claims: list[dict], **kwargs) -> dict[str, int]:
+    """A LIST of claims, read as the watcher reads it, reconciled with the ledger."""
+    return ledger.resync_claims([observed_claim(c) for c in claims], **kwargs)
 
 
 def _iso(at: datetime) -> str:

@@ -21,7 +21,7 @@ def _pod(ns: str, name: str) -> dict:
 
 
 def test_pods_seen_before_their_project_is_known_are_written_once_it_is() -> None:
-    from portal.status.models import PodState
+    from portal.cluster.models import PodState
 
     state = ClusterState()
     writer = UsageWriter(state)

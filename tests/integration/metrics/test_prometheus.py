@@ -21,7 +21,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from portal.orders.models import ProjectUsage
+from portal.cluster.models import ProjectUsage
 from portal.orders.services import place_order
 from tests.helpers.celery_worker import start_worker, stop_worker
 from tests.helpers.portal import REPO, free_port, serve_portal

@@ -102,8 +102,13 @@ def test_quota_page_placeholders_and_entitlement_note(world, client_of):
 
 def test_quota_page_says_why_an_entitlement_is_not_ready(world, client_of):
     """The controller's Ready=False message reaches the tenant, and goes once it is Ready."""
-    from portal.orders.lifecycle import set_subscription_condition
+    from portal.orders.lifecycle import store_outcome
     from portal.orders.models import Subscription
+    from tranche.outcome import Condition, ProjectOutcome, SubscriptionOutcome
+
+    def set_subscription_condition(pk: int, **condition: str) -> None:
+        wanted = Condition(**{"message": "", **condition})  # as the reconcile stores it
+        store_outcome(ProjectOutcome(subscriptions=(SubscriptionOutcome(pk, 1, (wanted,)),)))
 
     client = client_of(world.owner)
     data = confirmed_order(client, world.project_a, world.products["tranche-v100-8g"], 2, key="k")

@@ -9,12 +9,16 @@ import pytest
 from django.db import connection
 
 from portal.audit.models import AuditLog
+from portal.cluster.models import ProjectUsage
+from portal.cluster.services import record_namespace
 from portal.orders import lifecycle
-from portal.orders.models import Order, ProjectUsage, Subscription
+from portal.orders.models import Order, Subscription
 from portal.orders.services import place_order
 from portal.tenants.errors import NotAllowedError, OrganizationSuspendedError, ServiceError
 from portal.tenants.services import suspend_organization
 from tests.helpers.factories import make_world
+from tranche.observed import ClassUsage, NamespaceView
+from tranche.outcome import Condition, OrderOutcome, ProjectOutcome
 
 
 def _order(world, user, qty, key, *, product="tranche-v100-8g", project=None):
@@ -118,33 +122,46 @@ def test_concurrent_resizes_end_consistent():
     assert sub.quantity == orders[-1].quantity
 
 
+def _move(order_id: int, state: str, **fields) -> int:
+    """Store one order's transition the way the reconcile does (`store_outcome`)."""
+    return lifecycle.store_outcome(
+        ProjectOutcome(orders=(OrderOutcome(order_id, state=state, **fields),))
+    )
+
+
 def test_lifecycle_is_cas_and_idempotent(world):
     order, _ = _order(world, world.owner, 1, "k")
-    assert lifecycle.mark_order_provisioning(order.pk)
-    assert not lifecycle.mark_order_provisioning(order.pk)
-    assert lifecycle.mark_order_active(order.pk)
-    assert not lifecycle.mark_order_active(order.pk)
+    assert _move(order.pk, "provisioning")
+    assert not _move(order.pk, "provisioning")
+    assert _move(order.pk, "active")
+    assert not _move(order.pk, "active")
     with pytest.raises(lifecycle.InvalidTransitionError):
-        lifecycle.mark_order_failed(order.pk, "Oops", "too late")
+        _move(order.pk, "failed", failure_reason="Oops", message="too late")
     order.refresh_from_db()
     assert [e.to_state for e in order.events.all()] == ["pending", "provisioning", "active"]
     cancel, _ = _order(world, world.owner, 0, "c")
     with pytest.raises(lifecycle.InvalidTransitionError):
-        lifecycle.mark_order_provisioning(cancel.pk)
-    assert lifecycle.mark_order_cancelling(cancel.pk)
-    assert lifecycle.mark_order_cancelled(cancel.pk)
+        _move(cancel.pk, "provisioning")
+    assert _move(cancel.pk, "cancelling")
+    assert _move(cancel.pk, "cancelled")
     failed, _ = _order(world, world.owner, 2, "f")
-    assert lifecycle.mark_order_failed(failed.pk, "QuotaApplyFailed", "API server refused")
+    assert _move(failed.pk, "failed", failure_reason="QuotaApplyFailed", message="refused")
     failed.refresh_from_db()
     assert (failed.state, failed.failure_reason) == ("failed", "QuotaApplyFailed")
 
 
 def test_conditions_written_only_when_changed(world):
     order, _ = _order(world, world.owner, 1, "k")
-    args = {"type": "QuotaApplied", "status": "True", "reason": "Applied", "message": "ok"}
-    assert lifecycle.set_order_condition(order.pk, **args)
-    assert not lifecycle.set_order_condition(order.pk, **args)
-    assert lifecycle.set_order_condition(order.pk, **{**args, "message": "still ok"})
+
+    def condition(message: str) -> int:
+        wanted = Condition("QuotaApplied", "True", "Applied", message)
+        return lifecycle.store_outcome(
+            ProjectOutcome(orders=(OrderOutcome(order.pk, conditions=(wanted,)),))
+        )
+
+    assert condition("ok")
+    assert not condition("ok")
+    assert condition("still ok")
     order.refresh_from_db()
     (cond,) = order.conditions
     assert cond["message"] == "still ok"
@@ -153,22 +170,14 @@ def test_conditions_written_only_when_changed(world):
 
 
 def test_slice_usage_written_only_when_changed(world):
-    p = world.project_a.pk
-    assert lifecycle.record_slice_usage(
-        project_id=p,
-        device_class="tranche-v100-8g",
-        allocated=1,
-        pending=1,
-        pending_reason="no free GPU",
-    )
-    assert not lifecycle.record_slice_usage(
-        project_id=p,
-        device_class="tranche-v100-8g",
-        allocated=1,
-        pending=1,
-        pending_reason="no free GPU",
-    )
-    assert lifecycle.record_slice_usage(
-        project_id=p, device_class="tranche-v100-8g", allocated=2, pending=0
-    )
+    p, ns = world.project_a.pk, world.project_a.namespace
+    cls = "tranche-v100-8g"
+    waiting = NamespaceView(ns, usage={cls: ClassUsage(1, 1, "no free GPU")})
+    record_namespace(waiting)
+    stamp = ProjectUsage.objects.get(project_id=p).updated_at
+    record_namespace(waiting)
+    assert ProjectUsage.objects.get(project_id=p).updated_at == stamp, "rewritten unchanged"
+    record_namespace(NamespaceView(ns, usage={cls: ClassUsage(2, 0, "")}))
     assert ProjectUsage.objects.get().allocated == 2
+    record_namespace(NamespaceView(ns))  # every claim gone: the product's line says 0
+    assert (ProjectUsage.objects.get().allocated, ProjectUsage.objects.get().pending) == (0, 0)

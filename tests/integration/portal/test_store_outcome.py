@@ -69,7 +69,7 @@ def test_a_purchase_is_two_write_transactions_and_a_rerun_writes_nothing(world) 
 def test_an_impossible_transition_stores_nothing_of_the_outcome(world) -> None:
     order = _buy(world)
     sub = Subscription.objects.get(project=world.project_a)
-    lifecycle.mark_order_active(order.pk)
+    lifecycle.store_outcome(ProjectOutcome(orders=(OrderOutcome(order.pk, state=o.ACTIVE),)))
     outcome = ProjectOutcome(
         orders=(
             OrderOutcome(order.pk, (Condition("Failed", "True", "Late", "too late"),), o.FAILED),

@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import pytest
 from django.urls import reverse
-from django.utils import timezone
 
+from portal.cluster.models import PodState, ProjectUsage, QuotaUse
+from portal.cluster.services import pending_text
 from portal.core import figures
-from portal.orders.models import Order, ProjectUsage, Subscription
-from portal.status.models import PodState
-from portal.status.services import pending_text
+from portal.orders.models import Order, Subscription
 from portal.tenants import selectors, services
 from portal.tenants.errors import ServiceError
 from portal.tenants.models import Membership, Organization, Project
@@ -111,9 +110,7 @@ def test_quota_page_says_zero_names_every_waiting_pod_and_flags_cpu_waits(world,
     client = client_of(world.member)
     url = reverse("quota", args=[project.pk])
     assert "not yet reported" in client.get(url).content.decode()
-    Project.objects.filter(pk=project.pk).update(
-        cpu_used_millicores=8000, memory_used_mib=1024, usage_reported_at=timezone.now()
-    )
+    QuotaUse.objects.create(project=project, cpu_used_millicores=8000, memory_used_mib=1024)
     figures.changed(project.pk)  # written here by hand: say so, as the watcher's writers do
     page = client.get(url).content.decode()
     assert "not yet reported" not in page  # the watcher saw it: nothing claimed is 0

@@ -6,8 +6,8 @@ from django.urls import reverse
 
 from portal.audit.models import AuditLog
 from portal.tenants.models import Membership, Organization, Project
-from portal.tenants.naming import DNS_LABEL
 from portal.tenants.services import resume_organization, suspend_organization
+from tranche.naming import DNS_LABEL
 
 
 def test_sign_up_view_creates_user_org_project(db, client):

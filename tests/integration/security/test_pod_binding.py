@@ -12,9 +12,9 @@ import pytest
 from channels.testing import WebsocketCommunicator
 
 from portal.agents import selectors, services
-from portal.agents.bindings import write_pod_states
 from portal.asgi import application
 from portal.tenants.models import Organization, Project
+from tests.helpers.observed import bind_pods
 
 pytestmark = pytest.mark.django_db(transaction=True)
 GIB = 1024**3
@@ -57,7 +57,7 @@ def test_only_the_node_a_pod_is_bound_to_can_report_it(caplog):
     project = Project.objects.create(organization=org, name="ML", slug="ml", namespace="acme-ml")
     a, b = "kwok-gpu-0", "kwok-gpu-1"
     tokens = {n: services.issue_node_token(n) for n in (a, b)}
-    write_pod_states(
+    bind_pods(
         project.pk, {"train-0": {"phase": "Running", "reason": "", "node": a, "uid": "uid-a"}}
     )
     with caplog.at_level(logging.WARNING, logger="portal.agents"):

@@ -1,4 +1,4 @@
-"""What the watcher hands the portal (`record_cluster_view`) reaches the live page through the
+"""What the watcher hands the portal (`record_namespace`) reaches the live page through the
 real ASGI stack, the Redis channel layer and PostgreSQL: one pod going Pending (capacity busy) →
 Running → OOMKilled → gone, without a reload; rows stay bounded; CPU/RAM used come from the
 ResourceQuota status."""
@@ -10,10 +10,10 @@ import asyncio
 import pytest
 from channels.db import database_sync_to_async
 
-from portal.status.models import MAX_ROWS_PER_PROJECT, PodState
-from portal.status.services import record_cluster_view
-from portal.tenants.models import Project
+from portal.cluster.models import MAX_ROWS_PER_PROJECT, PodState, QuotaUse
+from portal.cluster.services import record_namespace
 from tests.helpers.factories import make_world
+from tests.helpers.observed import namespace_view
 from tests.integration.status.test_status_socket import _watch
 from tranche.pod_reasons import ContainerFacts, PodFacts
 
@@ -40,9 +40,7 @@ def test_live_page_follows_a_pod_from_pending_to_oomkilled(world):
     ]
 
     def record(pods):
-        return record_cluster_view(
-            project_id=project.pk, namespace=ns, pods=pods, refusals=[], quota=None
-        )
+        return record_namespace(namespace_view(ns, pods, [], None))
 
     async def scenario() -> list[dict]:
         page = await _watch(world.member, project.pk)
@@ -71,25 +69,25 @@ def test_live_page_follows_a_pod_from_pending_to_oomkilled(world):
 def test_rows_are_bounded_and_unchanged_facts_write_nothing(world):
     project, ns = world.project_a, world.project_a.namespace
     pods = [PodFacts(f"p-{i:04d}", phase="Running") for i in range(MAX_ROWS_PER_PROJECT + 100)]
-    record_cluster_view(project_id=project.pk, namespace=ns, pods=pods, refusals=[], quota=None)
+    record_namespace(namespace_view(ns, pods, [], None))
     assert PodState.objects.filter(project=project).count() == MAX_ROWS_PER_PROJECT
     stamp = PodState.objects.filter(project=project).order_by("-updated_at").first().updated_at
-    record_cluster_view(project_id=project.pk, namespace=ns, pods=pods, refusals=[], quota=None)
+    record_namespace(namespace_view(ns, pods, [], None))
     newest = PodState.objects.filter(project=project).order_by("-updated_at").first().updated_at
     assert newest == stamp, "storing the same facts again must not rewrite rows"
 
 
 def test_quota_status_feeds_cpu_and_memory_used(world):
     project, ns = world.project_a, world.project_a.namespace
-    assert project.cpu_used_millicores is None
+    assert not QuotaUse.objects.filter(project=project).exists()
     quota = {"hard": {"requests.cpu": "8"}, "used": {"requests.cpu": "0", "requests.memory": "0"}}
-    record_cluster_view(project_id=project.pk, namespace=ns, pods=[], refusals=[], quota=quota)
-    project = Project.objects.get(pk=project.pk)
-    assert (project.cpu_used_millicores, project.memory_used_mib) == (0, 0)
+    record_namespace(namespace_view(ns, [], [], quota))
+    used = QuotaUse.objects.get(project=project)
+    assert (used.cpu_used_millicores, used.memory_used_mib) == (0, 0)
     quota["used"] = {"requests.cpu": "7500m", "requests.memory": "3Gi"}
-    record_cluster_view(project_id=project.pk, namespace=ns, pods=[], refusals=[], quota=quota)
-    project = Project.objects.get(pk=project.pk)
-    assert (project.cpu_used_millicores, project.memory_used_mib) == (7500, 3072)
+    record_namespace(namespace_view(ns, [], [], quota))
+    used = QuotaUse.objects.get(project=project)
+    assert (used.cpu_used_millicores, used.memory_used_mib) == (7500, 3072)
 
 
 def test_pod_events_timeline_is_shown_as_text_live_and_on_load(world):
@@ -109,9 +107,7 @@ def test_pod_events_timeline_is_shown_as_text_live_and_on_load(world):
     pod = PodFacts("train", gpu_classes=(CLS,), unschedulable_message=FULL, timeline=timeline)
 
     def record():
-        return record_cluster_view(
-            project_id=project.pk, namespace=ns, pods=[pod], refusals=[], quota=None
-        )
+        return record_namespace(namespace_view(ns, [pod], [], None))
 
     async def scenario() -> dict:
         page = await _watch(world.member, project.pk)

@@ -15,9 +15,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from portal.agents.models import PodMinute, PodSliceStatus
-from portal.billing.models import UsageRecord
-from portal.orders.models import Order, ProjectUsage, Subscription
-from portal.status.models import PodState
+from portal.cluster.models import PodState, ProjectUsage, UsageRecord
+from portal.orders.models import Order, Subscription
 
 GIB = 1024**3
 QUOTA_QUERIES = 10  # session, user, project, membership, 3 lines, CPU/RAM waits, 2 navigation

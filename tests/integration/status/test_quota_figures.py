@@ -14,12 +14,14 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
+from portal.cluster.services import record_namespace
 from portal.core import figures
-from portal.orders.lifecycle import record_slice_usage, set_subscription_condition
+from portal.orders.lifecycle import store_outcome
 from portal.orders.models import Subscription
 from portal.orders.services import place_order
-from portal.status.services import record_cluster_view
-from portal.tenants.services import record_project_resources
+from tests.helpers.observed import namespace_view
+from tranche.observed import ClassUsage, NamespaceView
+from tranche.outcome import Condition, ProjectOutcome, SubscriptionOutcome
 
 pytestmark = pytest.mark.django_db(transaction=True)
 CPU_REFUSAL = (
@@ -55,29 +57,30 @@ def test_every_writer_of_the_quota_figures_shows_on_the_next_view(world, client_
                 quantity=2, idempotency_key="k-1")  # fmt: skip
     first = _row(_page(client, project), product)
     _page(client, project)  # a second view is served from the cache
-    record_slice_usage(project_id=project.pk, device_class=product.device_class, allocated=1,
-                       pending=1, pending_reason="waiting for a GPU")  # fmt: skip
+    cls = product.device_class
+    record_namespace(
+        NamespaceView(project.namespace, usage={cls: ClassUsage(1, 1, "waiting for a GPU")})
+    )
     after_usage = _row(_page(client, project), product)
     assert after_usage != first
     assert "waiting for a GPU" in _page(client, project)
 
-    record_slice_usage(project_id=project.pk, device_class=product.device_class, allocated=2,
-                       pending=0)  # fmt: skip
+    record_namespace(NamespaceView(project.namespace, usage={cls: ClassUsage(2, 0, "")}))
     assert _cells(_row(_page(client, project), product)) != _cells(after_usage)
 
     sub = Subscription.objects.get(project=project, product=product)
     held = "Your pods still hold the slices being removed."
-    set_subscription_condition(sub.pk, type="Ready", status="False", reason="Waiting",
-                               message=held)  # fmt: skip
+    waiting = Condition("Ready", "False", "Waiting", held)
+    store_outcome(ProjectOutcome(subscriptions=(SubscriptionOutcome(sub.pk, 1, (waiting,)),)))
     assert held in _page(client, project)
 
-    record_project_resources(project_id=project.pk, cpu_used_millicores=7500,
-                             memory_used_mib=1024)  # fmt: skip
-    record_cluster_view(project_id=project.pk, namespace=project.namespace, pods=[],
-                        refusals=[("ReplicaSet", "web-7d9", CPU_REFUSAL)], quota=None)  # fmt: skip
+    used = {"hard": {}, "used": {"requests.cpu": "7500m", "requests.memory": "1Gi"}}
+    record_namespace(namespace_view(project.namespace, quota=used))
+    assert "7500 m" in _page(client, project)  # CPU used
+    refused = [("ReplicaSet", "web-7d9", CPU_REFUSAL)]
+    record_namespace(namespace_view(project.namespace, refusals=refused, quota=used))
     assert "web-7d9" in _page(client, project)  # the CPU wait's banner
-    record_cluster_view(project_id=project.pk, namespace=project.namespace, pods=[],
-                        refusals=[], quota=None)  # fmt: skip
+    record_namespace(namespace_view(project.namespace, quota=used))
     assert "web-7d9" not in _page(client, project)
 
 

@@ -16,10 +16,10 @@ from django.conf import settings
 from django.test import Client
 
 from portal.agents import services
-from portal.agents.bindings import write_pod_states
 from portal.asgi import application
 from portal.tenants.models import Membership
 from tests.helpers.factories import make_world
+from tests.helpers.observed import bind_pods
 from tests.helpers.pages import next_message
 
 MIB = 1024 * 1024
@@ -36,7 +36,7 @@ def world(transactional_db):
 def token(world) -> str:
     # Play the watcher: the cluster bound these pods of project A to this node.
     running = {"phase": "Running", "reason": "", "node": NODE}
-    write_pod_states(world.project_a.pk, dict.fromkeys(("train-0", "before", "after"), running))
+    bind_pods(world.project_a.pk, dict.fromkeys(("train-0", "before", "after"), running))
     return services.issue_node_token(NODE)
 
 

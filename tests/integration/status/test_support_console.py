@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from portal.agents import services
 from portal.agents.models import NodeToken, PodSliceStatus
-from portal.status.models import PodState
+from portal.cluster.models import PodState
 from tests.helpers.factories import make_staff, make_world
 
 pytestmark = pytest.mark.django_db

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from controller.apply import _with_hash, is_current, is_subset
 from controller.watch import ClusterState
+from tranche.observed import ClassUsage
 
 
 def _quota(hard: dict) -> dict:
@@ -68,10 +69,10 @@ def test_watcher_counts_allocated_and_pending_per_class() -> None:
         },
     }
     state.apply("pods", "ADDED", pod)
-    assert state.usage("n") == {"k": (1, 2, "no device")}
+    assert state.usage("n") == {"k": ClassUsage(1, 2, "no device")}
     state.apply("claims", "DELETED", claim)
     state.apply("pods", "DELETED", pod)
-    assert state.usage("n") == {"k": (1, 0, "")}
+    assert state.usage("n") == {"k": ClassUsage(1, 0, "")}
 
 
 def test_plan_applies_only_drift_and_prunes_only_unwanted() -> None:

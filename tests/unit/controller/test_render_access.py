@@ -7,9 +7,9 @@ import dataclasses
 
 from controller.render.access import VIEW_RULES, render_access
 from controller.render.spec import TenantAccount
-from portal.tenants.naming import account_name
 from tests.unit.controller.test_render_golden import _check, _spec
 from tranche.names import ACCOUNT_PREFIX
+from tranche.naming import account_name
 
 ACCOUNTS = (
     TenantAccount("u-alice-1-1", "alice", "edit"),

@@ -14,8 +14,9 @@ import yaml
 
 from controller.render.bundle import render_platform, render_project
 from controller.render.quota import render_resource_quota
-from controller.render.spec import Entitlement, PlanLimits, ProductSpec, ProjectSpec
+from controller.render.spec import Entitlement, PlanLimits, ProjectSpec
 from tranche.names import device_class_name
+from tranche.products import ProductSpec
 
 GOLDEN = Path(__file__).parent / "golden"
 V100 = "Tesla V100-PCIE-32GB"

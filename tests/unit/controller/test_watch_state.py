@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from controller.watch.state import ClassUsage, ClusterState, pod_summary
+from controller.observe import pod_summary
+from controller.watch.state import ClusterState
+from tranche.observed import ClassUsage
 
 
 def _claim(ns: str, name: str, cls: str, allocated: bool = False) -> dict:
@@ -27,8 +29,8 @@ def test_namespaces_are_kept_apart_and_marked_dirty() -> None:
     state = ClusterState()
     state.apply("claims", "ADDED", _claim("a", "c", "k", allocated=True))
     state.apply("claims", "ADDED", _claim("b", "c", "k"))
-    assert state.usage("a") == {"k": (1, 0, "")}
-    assert state.usage("b") == {"k": (0, 1, "")}
+    assert state.usage("a") == {"k": ClassUsage(1, 0, "")}
+    assert state.usage("b") == {"k": ClassUsage(0, 1, "")}
     assert state.take_dirty() == {"a", "b"}
     assert state.take_dirty() == set()
 
@@ -49,7 +51,7 @@ def test_relist_forgets_objects_deleted_while_not_watching() -> None:
     state.take_dirty()
     state.replace("claims", [_claim("kept", "c", "k", allocated=True)])
     assert state.usage("gone") == {}
-    assert state.usage("kept") == {"k": (1, 0, "")}
+    assert state.usage("kept") == {"k": ClassUsage(1, 0, "")}
     assert state.take_dirty() == {"gone", "kept"}  # both must be rewritten
 
 
@@ -116,7 +118,7 @@ def test_pod_timeline_keeps_each_warning_once_with_its_latest_time() -> None:
     state.apply(
         "events", "MODIFIED", _pod_warning("e1", "FailedScheduling", "no GPU free", "T3", 2)
     )
-    (facts,) = state.cluster_view("n")["pods"]
+    (facts,) = [p.facts for p in state.view("n").pods]
     assert facts.timeline == (
         ("T2", "BackOff", "back-off pulling"),
         ("T3", "FailedScheduling", "no GPU free"),
@@ -129,7 +131,7 @@ def test_pod_timeline_keeps_each_warning_once_with_its_latest_time() -> None:
     state.apply("events", "ADDED", bare)
     bare["series"] = {"lastObservedTime": "T5", "count": 2}
     state.apply("events", "MODIFIED", bare)
-    assert state.cluster_view("n")["pods"][0].timeline[-1] == ("T5", "Failed", "x")
+    assert state.view("n").pods[0].facts.timeline[-1] == ("T5", "Failed", "x")
 
 
 def test_a_deleted_pod_takes_its_timeline_with_it() -> None:
@@ -146,10 +148,10 @@ def test_a_deleted_pod_takes_its_timeline_with_it() -> None:
     }
     state.apply("pods", "ADDED", pod)
     state.apply("events", "ADDED", warning)
-    assert [f.events for f in state.cluster_view("n")["pods"]] == [
+    assert [f.events for f in [p.facts for p in state.view("n").pods]] == [
         (("FailedScheduling", "0/1 nodes are available"),)
     ]
     state.apply("pods", "DELETED", pod)
     assert state.pod_events == {}
     state.apply("pods", "ADDED", pod)  # a new pod of the same name starts with no history
-    assert [f.events for f in state.cluster_view("n")["pods"]] == [()]
+    assert [f.events for f in [p.facts for p in state.view("n").pods]] == [()]

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from portal.cluster.services import shorten
 from portal.core.humantime import human_date, human_time
-from portal.status.warnings import raw_text, shorten, summary_text, warning_lines
+from portal.status.warnings import raw_text, summary_text, warning_lines
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 

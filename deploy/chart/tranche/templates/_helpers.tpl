@@ -70,6 +70,12 @@ agents (their websocket origin is the URL they dial) use. */}}
 {{- include "tranche.apiServerEnv" . }}
 - {name: TRANCHE_ALLOW_NODE_PORT_SERVICES, value: {{ ternary "1" "0" .Values.tenants.allowNodePortServices | quote }}}
 - {name: TRANCHE_TENANT_INGRESS_NAMESPACES, value: {{ join "," .Values.tenants.ingressNamespaces | quote }}}
+- {name: TRANCHE_CANCEL_GRACE_SECONDS, value: {{ .Values.tenants.cancelGraceSeconds | quote }}}
+- {name: TRANCHE_POD_QUOTA, value: {{ .Values.tenants.podQuota | quote }}}
+- {name: TRANCHE_DEFAULT_CPU_REQUEST_MILLICORES, value: {{ .Values.tenants.defaultCpuRequestMillicores | quote }}}
+- {name: TRANCHE_DEFAULT_MEMORY_REQUEST_MIB, value: {{ .Values.tenants.defaultMemoryRequestMib | quote }}}
+- {name: TRANCHE_DEFAULT_MEMORY_LIMIT_MIB, value: {{ .Values.tenants.defaultMemoryLimitMib | quote }}}
+- {name: TRANCHE_PLATFORM_USERS, value: {{ join "," .Values.tenants.platformUsers | quote }}}
 {{- end }}
 
 {{/* A read-only root filesystem: /tmp is the one writable place; secrets are files. */}}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from portal.tenants.naming import DNS_LABEL, derive_namespace, dns_slug
+from tranche.naming import DNS_LABEL, derive_namespace, dns_slug
 
 
 def test_shape():

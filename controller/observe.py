@@ -1,22 +1,95 @@
-"""What the watcher keeps of one claim or pod (pure): class and allocation of a claim; phase,
-pending reason, claim template classes and container states of a pod."""
+"""The controller's one reader of cluster objects (pure): ResourceClaims, Pods, Events and
+ResourceQuotas in, `tranche.observed` facts out.
+
+The watcher folds what it reads here into its state and hands `NamespaceView`s and
+`ObservedClaim`s to `controller.store`; the reconcile counts a namespace's allocated claims with
+`allocated_by_class`. Nothing else in Tranche parses these objects: the portal stores the facts.
+"""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
+from datetime import datetime
 from typing import Any
 
+from tranche.names import CLAIM_REQUEST_NAME, DRIVER
+from tranche.observed import ObservedClaim, QuotaStatus
 from tranche.pod_reasons import ContainerFacts, PodFacts
 
 
 def claim_class(claim: dict[str, Any]) -> str:
-    requests = claim.get("spec", {}).get("devices", {}).get("requests", [])
+    """The DeviceClass of a claim's first request ("" when it names none)."""
+    requests = ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []
     exactly = requests[0].get("exactly", {}) if requests else {}
     return exactly.get("deviceClassName", "")
 
 
 def claim_allocated(claim: dict[str, Any]) -> bool:
-    return bool(claim.get("status", {}).get("allocation"))
+    """Whether the scheduler has allocated the claim."""
+    return bool((claim.get("status") or {}).get("allocation"))
+
+
+def allocated_by_class(claims: Iterable[dict[str, Any]]) -> dict[str, int]:
+    """Allocated claims per DeviceClass, counting Tranche's own request (`CLAIM_REQUEST_NAME`)
+    only (the reconcile's cancel grace decisions)."""
+    counts: Counter[str] = Counter()
+    for claim in claims:
+        if not claim_allocated(claim):
+            continue
+        for req in claim.get("spec", {}).get("devices", {}).get("requests", []):
+            if req.get("name") == CLAIM_REQUEST_NAME and "exactly" in req:
+                counts[req["exactly"].get("deviceClassName", "")] += 1
+    return dict(counts)
+
+
+def _time(value: Any) -> datetime | None:
+    """An RFC 3339 time as the API server writes it (`2026-01-02T10:00:00Z`), else None."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def _allocation_time(meta: dict[str, Any]) -> datetime | None:
+    """When `status.allocation` was last written (the scheduler's managedFields entry)."""
+    best = None
+    for entry in meta.get("managedFields") or []:
+        fields = (entry.get("fieldsV1") or {}).get("f:status") or {}
+        if entry.get("subresource") == "status" and "f:allocation" in fields:
+            at = _time(entry.get("time"))
+            best = at if best is None or (at and at > best) else best
+    return best
+
+
+def observed_claim(claim: dict[str, Any]) -> ObservedClaim:
+    """A claim's lifetime as the ledger needs it: class, device, and the cluster's own times."""
+    meta = claim.get("metadata") or {}
+    allocation = (claim.get("status") or {}).get("allocation") or {}
+    results = (allocation.get("devices") or {}).get("results") or []
+    first = results[0] if results else {}
+    return ObservedClaim(
+        uid=meta.get("uid", ""),
+        namespace=meta.get("namespace", ""),
+        name=meta.get("name", ""),
+        device_class=claim_class(claim),
+        allocated=bool(allocation),
+        node=first.get("pool", ""),
+        device=first.get("device", ""),
+        allocated_at=_allocation_time(meta) if allocation else None,
+        deleted_at=_time(meta.get("deletionTimestamp")),
+    )
+
+
+def quota_status(quota: dict[str, Any]) -> QuotaStatus:
+    """The hard limits and use a ResourceQuota's status reports."""
+    status = quota.get("status") or {}
+    used = status.get("used")
+    return QuotaStatus(
+        hard=dict(status.get("hard") or {}), used=dict(used) if used is not None else None
+    )
 
 
 def pod_summary(pod: dict[str, Any]) -> dict[str, Any]:
@@ -47,7 +120,7 @@ def pod_summary(pod: dict[str, Any]) -> dict[str, Any]:
         "phase": status.get("phase", "Pending"),
         "reason": reason,
         # the node the pod is bound to and its uid: the agents' ingest accepts a pod's report only
-        # from that node (portal.agents.bindings)
+        # from that node (portal.cluster.bindings)
         "node": pod.get("spec", {}).get("nodeName", ""),
         "uid": pod.get("metadata", {}).get("uid", ""),
         "unschedulable": next(
@@ -124,3 +197,15 @@ def event_time(event: dict[str, Any]) -> str:
         or event.get("metadata", {}).get("creationTimestamp")
         or ""
     )
+
+
+def device_of_gpu(slices: Iterable[dict[str, Any]], gpu_uuid: str) -> str | None:
+    """The DRA device name (e.g. "gpu-2") whose `uuid` attribute is `gpu_uuid` in Tranche's
+    ResourceSlices; None if no slice publishes it."""
+    for s in slices:
+        if s["spec"].get("driver") != DRIVER:
+            continue
+        for d in s["spec"].get("devices", []):
+            if d.get("attributes", {}).get("uuid", {}).get("string") == gpu_uuid:
+                return d["name"]
+    return None

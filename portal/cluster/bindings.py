@@ -1,6 +1,6 @@
 """Which node each tenant pod is bound to, as the cluster watcher last saw it.
 
-The watcher (`controller.watch`) writes, per project, the Redis hash `tranche:pods:<project_id>`:
+`record_namespace` writes, per project, the Redis hash `tranche:pods:<project_id>`:
 pod name -> JSON {"phase", "reason", "node" (spec.nodeName, "" until scheduled), "uid"}. The
 agents' ingest reads it so that a node can report only pods the cluster bound to that node: a
 node cannot take over another node's pod rows, nor put a row on a tenant's page for a pod that
@@ -16,6 +16,7 @@ from collections.abc import Iterable
 import redis
 
 from portal.core.redisconn import shared_client
+from tranche.observed import ObservedPod
 
 POD_KEY = "tranche:pods:{project_id}"
 
@@ -24,13 +25,17 @@ def _redis() -> redis.Redis:
     return shared_client(5)
 
 
-def write_pod_states(project_id: int, pods: dict[str, dict[str, str]]) -> None:
-    """Replace the project's pod states (the watcher's write)."""
+def write_pod_states(project_id: int, pods: Iterable[ObservedPod]) -> None:
+    """Replace the project's pod states with `pods` (what `record_namespace` saw)."""
     key = POD_KEY.format(project_id=project_id)
+    states = {
+        p.name: json.dumps({"phase": p.phase, "reason": p.reason, "node": p.node, "uid": p.uid})
+        for p in pods
+    }
     pipe = _redis().pipeline()
     pipe.delete(key)
-    if pods:
-        pipe.hset(key, mapping={name: json.dumps(state) for name, state in pods.items()})
+    if states:
+        pipe.hset(key, mapping=states)
     pipe.execute()
 
 

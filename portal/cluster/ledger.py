@@ -1,17 +1,17 @@
-"""The metering ledger: claim allocations on Tranche devices become UsageRecords.
+"""The claim ledger: claim allocations on Tranche devices become UsageRecords (billing reads them).
 
-Three entry points, all idempotent and safe to call in any order or more than once:
-- `observe_claim(kind, claim)`: one watch event of a ResourceClaim (ADDED/MODIFIED/DELETED);
+Two entry points, both idempotent and safe to call in any order or more than once, both taking
+`tranche.observed.ObservedClaim`s the controller read from the cluster:
+- `record_claim(kind, claim)`: one watch event of a ResourceClaim (ADDED/MODIFIED/DELETED);
 - `resync_claims(claims, listed_at)`: the cluster's full list of claims (a relist or the
   periodic resync): opens what is allocated but unrecorded, closes what is recorded open but
-  no longer allocated;
-- `parse_claim(claim)`: the pure part (which class, node, device, when allocated/released).
+  no longer allocated.
 
 Times come from the cluster, not from when the watcher saw the change, so a watcher that was down
-or behind still records exact lifetimes: allocation time is the `time` of the managedFields entry
-that owns `status.allocation` (second resolution), release time is the claim's
-`deletionTimestamp` when it has one. Only a release the cluster kept no trace of (claim deallocated
-without deletion while nobody watched) is closed at the time it was noticed.
+or behind still records exact lifetimes: allocation time is when the scheduler wrote
+`status.allocation`, release time is the claim's deletionTimestamp when it has one. Only a
+release the cluster kept no trace of (claim deallocated without deletion while nobody watched)
+is closed at the time it was noticed.
 Each claim allocation is one record: at most one open record per claim uid (a constraint), and an
 allocation already closed (same uid, same allocation time) is never reopened.
 """
@@ -19,70 +19,19 @@ allocation already closed (same uid, same allocation time) is never reopened.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from collections.abc import Iterable
 from datetime import datetime
-from typing import Any
 
 from django.db import IntegrityError, transaction
 from django.db.models import Count, Max, Q
 from django.utils import timezone
-from django.utils.dateparse import parse_datetime
 
-from portal.billing.models import MeteringCheckpoint, UsageRecord
 from portal.catalog.models import Product
+from portal.cluster.models import MeteringCheckpoint, UsageRecord
 from portal.tenants.models import Project
+from tranche.observed import ObservedClaim
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class ClaimFact:
-    """What the ledger needs to know about one ResourceClaim."""
-
-    uid: str
-    namespace: str
-    name: str
-    device_class: str
-    allocated: bool
-    node: str
-    device: str
-    allocated_at: datetime | None
-    deleted_at: datetime | None
-
-
-def _time(value: Any) -> datetime | None:
-    return parse_datetime(value) if isinstance(value, str) else None
-
-
-def _allocation_time(meta: dict[str, Any]) -> datetime | None:
-    """When `status.allocation` was last written (the scheduler's managedFields entry)."""
-    best = None
-    for entry in meta.get("managedFields") or []:
-        fields = (entry.get("fieldsV1") or {}).get("f:status") or {}
-        if entry.get("subresource") == "status" and "f:allocation" in fields:
-            at = _time(entry.get("time"))
-            best = at if best is None or (at and at > best) else best
-    return best
-
-
-def parse_claim(claim: dict[str, Any]) -> ClaimFact:
-    meta = claim.get("metadata") or {}
-    requests = ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []
-    exactly = requests[0].get("exactly", {}) if requests else {}
-    allocation = (claim.get("status") or {}).get("allocation") or {}
-    results = (allocation.get("devices") or {}).get("results") or []
-    first = results[0] if results else {}
-    return ClaimFact(
-        uid=meta.get("uid", ""),
-        namespace=meta.get("namespace", ""),
-        name=meta.get("name", ""),
-        device_class=exactly.get("deviceClassName", ""),
-        allocated=bool(allocation),
-        node=first.get("pool", ""),
-        device=first.get("device", ""),
-        allocated_at=_allocation_time(meta) if allocation else None,
-        deleted_at=_time(meta.get("deletionTimestamp")),
-    )
 
 
 def _targets() -> tuple[dict[str, tuple[int, int]], dict[str, int]]:
@@ -94,7 +43,7 @@ def _targets() -> tuple[dict[str, tuple[int, int]], dict[str, int]]:
     return projects, products
 
 
-def _open(fact: ClaimFact, now: datetime, source: str, projects, products) -> bool:
+def _open(fact: ObservedClaim, now: datetime, source: str, projects, products) -> bool:
     """Open a record for an allocated claim unless this allocation is already recorded."""
     project = projects.get(fact.namespace)
     product = products.get(fact.device_class)
@@ -139,8 +88,8 @@ def _close(uid: str, at: datetime, source: str, estimated: bool = False) -> int:
     return closed
 
 
-def observe_claim(
-    kind: str, claim: dict[str, Any], now: datetime | None = None, replaying: bool = False
+def record_claim(
+    kind: str, fact: ObservedClaim, now: datetime | None = None, replaying: bool = False
 ) -> None:
     """Fold one watch event of a ResourceClaim into the ledger.
 
@@ -149,7 +98,6 @@ def observe_claim(
     release is then taken from a later event's deletionTimestamp (the claim's deletion follows
     its de-allocation within moments), else closed when noticed and marked estimated."""
     now = now or timezone.now()
-    fact = parse_claim(claim)
     if not fact.uid:
         return
     if kind == "DELETED" or not fact.allocated:
@@ -169,7 +117,7 @@ def observe_claim(
 
 
 def resync_claims(
-    claims: list[dict[str, Any]], listed_at: datetime, now: datetime | None = None
+    claims: Iterable[ObservedClaim], listed_at: datetime, now: datetime | None = None
 ) -> dict[str, int]:
     """Make the ledger agree with the cluster's full list of claims (the truth), taken from a
     LIST request sent at `listed_at`. A record written after that (by a concurrent event) is
@@ -180,7 +128,7 @@ def resync_claims(
     `_close`, which re-read its rows before they write."""
     now = now or timezone.now()
     projects, products = _targets()
-    facts = [fact for fact in map(parse_claim, claims) if fact.uid]
+    facts = [fact for fact in claims if fact.uid]
     known = _known_records([f.uid for f in facts if f.allocated or f.deleted_at is not None])
     opened = closed = 0
     live: set[str] = set()
@@ -204,15 +152,6 @@ def resync_claims(
     if opened or closed:
         log.info("ledger resync: opened %d, closed %d", opened, closed)
     return {"opened": opened, "closed": closed}
-
-
-def load_checkpoint(stream: str = "claims") -> str | None:
-    """The resourceVersion the ledger last followed `stream` to (None: never)."""
-    return (
-        MeteringCheckpoint.objects.filter(stream=stream)
-        .values_list("resource_version", flat=True)
-        .first()
-    )
 
 
 def save_checkpoint(resource_version: str, stream: str = "claims") -> None:

@@ -14,8 +14,6 @@ import logging
 from datetime import UTC, datetime
 from typing import Any
 
-from django.db import connection
-
 from controller import desired, store
 from controller.apply import Applier
 from controller.observe import observed_claim
@@ -35,7 +33,7 @@ def meter_claim_event(kind: str, claim: dict[str, Any], replaying: bool = False)
     except Exception:  # the database may be restarting: the next resync repairs the ledger
         log.exception("ledger: could not record %s of claim %s/%s", kind, fact.namespace, fact.name)
     finally:
-        _release_connection()
+        store.release_connection()
 
 
 def meter_claims_listed(
@@ -48,7 +46,7 @@ def meter_claims_listed(
     except Exception:
         log.exception("ledger: resync from %d listed claims failed", len(claims))
     finally:
-        _release_connection()
+        store.release_connection()
 
 
 def claims_checkpoint() -> str | None:
@@ -59,17 +57,7 @@ def claims_checkpoint() -> str | None:
         log.exception("ledger: could not read the claims checkpoint")
         return None
     finally:
-        _release_connection()
-
-
-def _release_connection() -> None:
-    """Give the calling thread's connection back to the pool.
-
-    The watcher calls these hooks from its stream threads, one per watched kind; Django keeps a
-    connection per thread until it is closed, so without this each stream thread would hold one
-    of the pool's few connections for good and the writer would starve ("couldn't get a
-    connection after 10 s")."""
-    connection.close()
+        store.release_connection()
 
 
 def resync_ledger(applier: Applier) -> dict[str, int]:

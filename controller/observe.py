@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from tranche.names import CLAIM_REQUEST_NAME, DRIVER
-from tranche.observed import ObservedClaim, QuotaStatus
+from tranche.observed import ObservedClaim, PodRunning, QuotaStatus
 from tranche.pod_reasons import ContainerFacts, PodFacts
 
 
@@ -209,3 +209,34 @@ def device_of_gpu(slices: Iterable[dict[str, Any]], gpu_uuid: str) -> str | None
             if d.get("attributes", {}).get("uuid", {}).get("string") == gpu_uuid:
                 return d["name"]
     return None
+
+
+def running_since(pod: dict[str, Any]) -> datetime | None:
+    """When the pod began running (the cluster's time): the last of its containers' start
+    times once all run; None while it is not Running."""
+    status = pod.get("status") or {}
+    if status.get("phase") != "Running":
+        return None
+    starts = []
+    for cs in status.get("containerStatuses") or []:
+        started = _time(((cs.get("state") or {}).get("running") or {}).get("startedAt"))
+        if started is None:
+            return None  # a container not running: the pod's slice is not serving yet
+        starts.append(started)
+    return max(starts) if starts else None
+
+
+def pod_running(pod: dict[str, Any]) -> PodRunning | None:
+    """The pod as a `PodRunning` fact, or None while it is not running or holds no claim made
+    from a template (only those are slices sold)."""
+    meta = pod.get("metadata") or {}
+    classes = tuple(
+        rc["resourceClaimTemplateName"]
+        for rc in (pod.get("spec") or {}).get("resourceClaims") or []
+        if rc.get("resourceClaimTemplateName")
+    )
+    running_at = running_since(pod)
+    created = _time(meta.get("creationTimestamp"))
+    if running_at is None or created is None or not classes:
+        return None
+    return PodRunning(meta.get("namespace", ""), meta.get("name", ""), classes, created, running_at)

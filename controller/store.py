@@ -18,11 +18,12 @@ from typing import Any
 
 from django.db import connection
 
+from portal.billing import downtime as billing_downtime
 from portal.cluster import ledger
 from portal.cluster.services import record_namespace as _record_namespace
 from portal.core import heartbeats
 from portal.orders import lifecycle
-from tranche.observed import ClaimEvent, NamespaceView, ObservedClaim
+from tranche.observed import ClaimEvent, NamespaceView, ObservedClaim, PodRunning
 from tranche.outcome import ProjectOutcome
 
 CLAIMS_STREAM = "claims"
@@ -80,6 +81,13 @@ def record_namespace(view: NamespaceView) -> bool:
     return _record_namespace(view)
 
 
+def record_pod_running(fact: PodRunning) -> None:
+    """End the outage of the slice a running replacement pod serves again (idempotent)."""
+    billing_downtime.observe_running(
+        fact.namespace, fact.pod, list(fact.classes), fact.created, fact.running_at
+    )
+
+
 def record_claim_event(event: ClaimEvent, replaying: bool = False) -> None:
     """Open or close the claim's ledger record, then remember the event's resourceVersion as
     the ledger's checkpoint."""
@@ -100,3 +108,13 @@ def resync_claims(
 def beat_watcher(process: str) -> None:
     """The watcher is alive (`/readyz` tells a stopped watcher apart)."""
     heartbeats.beat(heartbeats.WATCHER, process)
+
+
+def release_connection() -> None:
+    """Give the calling thread's connection back to the pool.
+
+    The watcher calls these hooks from its stream threads, one per watched kind; Django keeps a
+    connection per thread until it is closed, so without this each stream thread would hold one
+    of the pool's few connections for good and the writer would starve ("couldn't get a
+    connection after 10 s")."""
+    connection.close()

@@ -97,3 +97,15 @@ class ClaimEvent:
     kind: str
     claim: ObservedClaim
     resource_version: str = ""
+
+
+@dataclass(frozen=True)
+class PodRunning:
+    """A pod with a GPU slice serving since `running_at` (the cluster's time: the last of its
+    containers' starts): billing ends the outage of the slice such a pod replaces."""
+
+    namespace: str
+    pod: str
+    classes: tuple[str, ...]  # its claims' ResourceClaimTemplate names
+    created: datetime
+    running_at: datetime

@@ -23,7 +23,8 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 
 from portal.agents.models import GpuHealthEvent
-from portal.billing.models import SliceOutage, UsageRecord
+from portal.billing.models import SliceOutage
+from portal.cluster.models import UsageRecord
 from portal.tenants.models import Project
 
 

@@ -39,7 +39,7 @@ PRICE = Decimal("123.45")  # 10 % of it is 12.345: rounded half-up once, 12.35
 def _ledger() -> str:
     """What the ledger holds (a failure's context)."""
     from portal.agents.models import GpuHealthEvent
-    from portal.billing.models import UsageRecord
+    from portal.cluster.models import UsageRecord
 
     return "\n".join(
         [str(list(SliceOutage.objects.values()))]

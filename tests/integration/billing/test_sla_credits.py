@@ -27,7 +27,8 @@ from portal.agents.gpu_health import record_health
 from portal.audit.models import AuditLog
 from portal.billing import services
 from portal.billing.focus import focus_csv
-from portal.billing.models import ProductSla, SlaCreditTier, SliceOutage, UsageRecord
+from portal.billing.models import ProductSla, SlaCreditTier, SliceOutage
+from portal.cluster.models import UsageRecord
 from tests.fixtures.focus import columns_1_2 as spec
 from tests.helpers.factories import make_staff
 from tests.integration.billing.helpers import place_at

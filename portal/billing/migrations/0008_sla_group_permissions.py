@@ -38,6 +38,6 @@ def revoke(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-    dependencies = [("billing", "0006_sla_settings_and_slice_outages")]
+    dependencies = [("billing", "0007_sla_settings_and_slice_outages")]
 
     operations = [migrations.RunPython(grant, revoke)]

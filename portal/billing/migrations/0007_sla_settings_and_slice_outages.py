@@ -10,7 +10,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('agents', '0006_gpu_service_marks'),
-        ('billing', '0005_ledger_estimated_times_and_checkpoint'),
+        ('billing', '0006_ledger_moves_to_cluster'),
         ('catalog', '0002_drop_product_hourly_price'),
         ('tenants', '0003_project_deleted_at'),
     ]

@@ -25,6 +25,7 @@ import os
 import socket
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
 
@@ -39,8 +40,11 @@ IN_CLUSTER_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
 
 def identity() -> str:
-    """Who holds the Lease: the pod's name (the chart's POD_NAME), else host and process."""
-    return os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}"
+    """Who holds the Lease: the pod's name (the chart's POD_NAME, else the host) and this
+    process, `<pod>_<8 hex>`. Per process, as client-go's: a leader whose container the kubelet
+    restarts after a crash is a new holder and waits for the dead one's Lease to expire like
+    any standby, instead of renewing a Lease it never gave up (and beating the standby to it)."""
+    return f"{os.environ.get('POD_NAME') or socket.gethostname()}_{uuid.uuid4().hex[:8]}"
 
 
 def own_namespace() -> str:

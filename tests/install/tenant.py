@@ -78,7 +78,11 @@ class Response:
 class RawResponse:
     status: int
     body: bytes
-    headers: dict[str, str]
+    headers: dict[str, str]  # names lower-cased: HTTP header names are case-insensitive
+
+
+def _headers(message) -> dict[str, str]:
+    return {name.lower(): value for name, value in message.items()}
 
 
 def _attrs(tag: str) -> dict[str, str]:
@@ -128,9 +132,9 @@ class Tenant:
         req = urllib.request.Request(self.base + path)  # noqa: S310 - http to the node only
         try:
             with self.opener.open(req, timeout=60) as resp:
-                return RawResponse(resp.status, resp.read(), dict(resp.headers))
+                return RawResponse(resp.status, resp.read(), _headers(resp.headers))
         except urllib.error.HTTPError as err:
-            return RawResponse(err.code, err.read(), dict(err.headers))
+            return RawResponse(err.code, err.read(), _headers(err.headers))
 
     def submit(self, path: str, containing: str, **values: str) -> Response:
         """GET `path`, fill the form that contains `containing` with `values`, POST it."""

@@ -45,7 +45,7 @@ def test_invoice_pdf_downloads_from_the_installed_portal(
     pdf = tenant.request_bytes(f"/orgs/{org}/invoices/{invoice}/?format=pdf")
     took = time.monotonic() - started
     assert pdf.status == 200, pdf.body[:500]
-    assert pdf.headers["Content-Type"] == "application/pdf"
+    assert pdf.headers["content-type"] == "application/pdf"
     assert pdf.body.startswith(b"%PDF-")
     path = tmp_path / "invoice.pdf"
     path.write_bytes(pdf.body)

@@ -36,9 +36,10 @@ def _pods(installation: Installation, component: str) -> list[client.V1Pod]:
 def _holder(installation: Installation, lease: str) -> str:
     coord = client.CoordinationV1Api(installation.api)
     try:
-        return coord.read_namespaced_lease(lease, NAMESPACE).spec.holder_identity or ""
+        holder = coord.read_namespaced_lease(lease, NAMESPACE).spec.holder_identity or ""
     except client.ApiException:
         return ""
+    return holder.split("_")[0]  # the pod; a pod's name has no "_" (controller/leader.identity)
 
 
 def _heartbeats(role: str) -> dict[str, datetime]:

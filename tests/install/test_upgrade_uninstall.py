@@ -95,7 +95,8 @@ def test_upgrade_to_a_new_tag_keeps_orders_and_the_running_slice(
         installation.all_ready, 180, lambda: "every pod Ready again\n" + installation.describe()
     )
     images = _images(installation)
-    assert all(i.endswith(f":{tag}") for i in images.values()), images
+    stale = {pod: image for pod, image in images.items() if not image.endswith(f":{tag}")}
+    assert not stale, f"not rolled to {tag}: {stale}"
 
     wait_for(
         lambda: tenant.order_state(second) == "Active",

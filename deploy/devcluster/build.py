@@ -154,16 +154,25 @@ def _run_go(args: list[str], cwd: Path, label: str, env: dict[str, str] | None =
 
 
 @contextlib.contextmanager
-def build_lock(settings: Settings) -> Iterator[None]:
-    """Serialise builds: several test sessions on one machine share one cache."""
-    settings.bin_dir.mkdir(parents=True, exist_ok=True)
-    with (settings.bin_dir / ".build.lock").open("w") as handle:
+def machine_file_lock(path: Path, waiting: str) -> Iterator[None]:
+    """Hold an exclusive lock on `path` (made if missing) for the block; says `waiting` once
+    when another session on the machine holds it, then waits its turn."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w") as handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            print("[build] another build of this version is running; waiting for it", flush=True)
+            print(waiting, flush=True)
             fcntl.flock(handle, fcntl.LOCK_EX)
         yield
+
+
+def build_lock(settings: Settings) -> contextlib.AbstractContextManager[None]:
+    """Serialise builds: several test sessions on one machine share one cache."""
+    return machine_file_lock(
+        settings.bin_dir / ".build.lock",
+        "[build] another build of this version is running; waiting for it",
+    )
 
 
 def build(settings: Settings, force: bool = False) -> Path:

@@ -17,7 +17,6 @@ first's).
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import shlex
 import shutil
@@ -29,7 +28,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from deploy import supervisor
-from deploy.devcluster.build import BuildError, _run_go, build_lock
+from deploy.devcluster.build import BuildError, _run_go, build_lock, machine_file_lock
 from deploy.devcluster.components import SERVICE_CIDR
 from deploy.devcluster.config import Settings
 from deploy.devcluster.node.render import NodePaths
@@ -136,17 +135,12 @@ def _remove_rules() -> None:
         subprocess.run(["ipset", "destroy", name], capture_output=True, check=False)
 
 
-@contextlib.contextmanager
-def machine_lock(settings: Settings) -> Iterator[None]:
+def machine_lock(settings: Settings) -> contextlib.AbstractContextManager[None]:
     """One enforcer per machine: a second session waits here until the first is done."""
-    settings.cache_dir.mkdir(parents=True, exist_ok=True)
-    with (settings.cache_dir / ".netpol.lock").open("w") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            print("[netpol] another session's enforcer is running; waiting for it", flush=True)
-            fcntl.flock(handle, fcntl.LOCK_EX)
-        yield
+    return machine_file_lock(
+        settings.cache_dir / ".netpol.lock",
+        "[netpol] another session's enforcer is running; waiting for it",
+    )
 
 
 def argv(binary: Path, node: NodePaths, kubeconfig: Path) -> list[str]:

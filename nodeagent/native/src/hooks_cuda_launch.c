@@ -247,12 +247,11 @@ typedef struct {
     fstat_t *f;
 } launch_t;
 
-/* Returns CUDA_SUCCESS to go ahead with the launch, or the error to return instead. `dev` is
- * tr_current_dev_index(), asked by the caller (the core is ready). */
-static inline __attribute__((always_inline)) CUresult pre_launch_on(uintptr_t key, CUstream s,
-                                                                    int ptsz, launch_t *l,
-                                                                    int dev) {
+/* Returns CUDA_SUCCESS to go ahead with the launch, or the error to return instead. */
+static CUresult pre_launch(uintptr_t key, CUstream s, int ptsz, launch_t *l) {
     l->mode = L_PLAIN;
+    if (!tr_ready()) return CUDA_ERROR_NOT_INITIALIZED;
+    int dev = tr_current_dev_index();
     if (dev == -2) {
         /* No current context. On a default stream the driver reports it. On an explicit stream
          * a driver launching a CUkernel would use the stream's context, and the launch would
@@ -313,13 +312,6 @@ static inline __attribute__((always_inline)) CUresult pre_launch_on(uintptr_t ke
     return CUDA_SUCCESS;
 }
 
-static inline __attribute__((always_inline)) CUresult pre_launch(uintptr_t key, CUstream s,
-                                                                 int ptsz, launch_t *l) {
-    l->mode = L_PLAIN;
-    if (!tr_ready()) return CUDA_ERROR_NOT_INITIALIZED;
-    return pre_launch_on(key, s, ptsz, l, tr_current_dev_index());
-}
-
 static void post_launch(launch_t *l, CUresult r) {
     if (l->mode == L_PLAIN || r != CUDA_SUCCESS) return;
     if (REAL_FN(cuEventRecord)(smp.end, l->stream) != CUDA_SUCCESS) return;
@@ -337,61 +329,17 @@ static void post_launch(launch_t *l, CUresult r) {
     charge(&tr_region()->devices[l->dev], actual - smp.charged);
 }
 
-/* The common launch, decided in a call that keeps only the key and the epoch across the
- * driver's cuCtxGetCurrent: FAST_GO when it may go straight to the driver with nothing to do
- * after (inside the library; on a whole GPU, counted; metered, neither due for a sample nor
- * short of lease, counted and charged exactly as pre_launch_on would). Otherwise nothing is
- * done yet, and it says the current context's slice index (>= 0: metered, else an error for
- * pre_launch_on to give), or FAST_ASK when the core is not ready yet. */
-enum { FAST_GO = -100, FAST_ASK = -101 };
-__attribute__((noinline)) static int launch_fast(uintptr_t key) {
-    if (tr_guard) return FAST_GO;
-    if (!TR_LIKELY(atomic_load_explicit(&tr_init_ok, memory_order_acquire))) return FAST_ASK;
-    int dev = tr_current_dev_index();
-    if (dev < 0) return dev;
-    if (tr_cfg.devices[dev].compute_percent >= 100) {
-        count_launch(dev);
-        return FAST_GO;
-    }
-    /* Whatever would switch the books, poll a sample, take one or wait: pre_launch_on. */
-    if (smp.f || mt.owner != *tr_slot_owner || mt.dev != dev || !mt.owner || mt.safety <= 1)
-        return dev;
-    fstat_t *f = fstat_of(key);
-    int64_t est = atomic_load_explicit(&f->est_ns, memory_order_relaxed);
-    uint32_t n = atomic_load_explicit(&f->launches, memory_order_relaxed);
-    if (est <= 0 || mt.lease < est ||
-        n - atomic_load_explicit(&f->next_sample, memory_order_relaxed) < 0x80000000u)
-        return dev;
-    count_launch(dev);
-    atomic_store_explicit(&f->launches, n + 1, memory_order_relaxed);
-    mt.safety--;
-    mt.lease -= est;
-    mt.used += (uint64_t)est;
-    return FAST_GO;
-}
-
-/* The rest of the way for a launch launch_fast did not let go: TR_LAUNCH_GO when it needs
- * nothing after the driver returns (neither sampled nor timed), else pre_launch's answer. */
-#define TR_LAUNCH_GO ((CUresult)-1)
-__attribute__((noinline)) static CUresult launch_enter(uintptr_t key, CUstream s, int ptsz,
-                                                       launch_t *l, int fast) {
-    CUresult pre = fast == FAST_ASK ? pre_launch(key, s, ptsz, l)
-                                    : pre_launch_on(key, s, ptsz, l, fast);
-    return pre == CUDA_SUCCESS && TR_LIKELY(l->mode == L_PLAIN) ? TR_LAUNCH_GO : pre;
-}
-
-/* A launch neither sampled nor timed is a tail call to the driver (a driver re-entering an
- * exported launch from inside it would be counted twice: billed more, never less); a sampled
- * one runs with the guard up, so a re-entered launch is not charged twice. */
 #define LAUNCH_HOOK(sym, key, stream, ptsz, ...)                                               \
     do {                                                                                       \
-        int fast = launch_fast((uintptr_t)(key));                                              \
-        if (TR_LIKELY(fast == FAST_GO)) return REAL_FN(sym)(__VA_ARGS__);                      \
+        if (tr_guard) return REAL_FN(sym)(__VA_ARGS__);                                        \
         launch_t l;                                                                            \
-        CUresult pre = launch_enter((uintptr_t)(key), (stream), (ptsz), &l, fast);             \
-        if (TR_LIKELY(pre == TR_LAUNCH_GO)) return REAL_FN(sym)(__VA_ARGS__);                  \
+        CUresult pre = pre_launch((uintptr_t)(key), (stream), (ptsz), &l);                     \
         if (pre != CUDA_SUCCESS) return pre;                                                   \
-        tr_guard++;                                                                            \
+        /* Neither sampled nor timed: nothing is left to do after the driver returns, so it is   \
+         * a tail call (a driver re-entering an exported launch from inside it would be counted  \
+         * twice: billed more, never less). */                                                  \
+        if (TR_LIKELY(l.mode == L_PLAIN)) return REAL_FN(sym)(__VA_ARGS__);                    \
+        tr_guard++; /* a sampled launch re-entered by the driver is not charged twice */       \
         CUresult r = REAL_FN(sym)(__VA_ARGS__);                                                \
         tr_guard--;                                                                            \
         post_launch(&l, r);                                                                    \

@@ -120,7 +120,7 @@ def test_helm_install_brings_every_component_up(kube_cluster, chart_release) -> 
     status = helm(kube_cluster, "status", RELEASE, "-n", NAMESPACE).stdout
     assert "STATUS: deployed" in status
     deployments = {d.metadata.name: d for d in apps.list_namespaced_deployment(NAMESPACE).items}
-    components = ("portal", "worker", "preflight", "beat", "watcher")
+    components = ("portal", "portal-ingest", "worker", "preflight", "beat", "watcher")
     assert set(deployments) == {f"{RELEASE}-{c}" for c in components}
     for name, deployment in deployments.items():
         assert deployment.status.ready_replicas == deployment.spec.replicas, name

@@ -39,13 +39,16 @@ def _claim_of(event: GpuHealthEvent) -> UsageRecord | None:
     return named or (records.first() if records.count() == 1 else None)
 
 
-def sync_outages(namespace: str | None = None) -> int:
-    """Open an outage for each pod-gpu-failed event without one (of `namespace`, or all)."""
+def sync_outages(namespace: str | None = None, project_ids: list[int] | None = None) -> int:
+    """Open an outage for each pod-gpu-failed event without one (of `namespace`, of
+    `project_ids`, or all)."""
     events = GpuHealthEvent.objects.filter(kind="pod-gpu-failed", project__isnull=False).exclude(
         pk__in=SliceOutage.objects.values("health_event_id")
     )
     if namespace is not None:
         events = events.filter(namespace=namespace)
+    if project_ids is not None:
+        events = events.filter(project_id__in=project_ids)
     opened = 0
     for event in events.select_related("project").order_by("occurred_at", "pk"):
         covered = SliceOutage.objects.filter(project_id=event.project_id, pod_name=event.pod_name)
@@ -102,8 +105,9 @@ def observe_running(
 
 
 def month_outages(project_ids: list[int], begin: datetime, end: datetime) -> list[SliceOutage]:
-    """The outages overlapping [begin, end) of these projects (after opening any new ones)."""
-    sync_outages()
+    """The outages overlapping [begin, end) of these projects (after opening their new ones: a
+    billing page or quote reads a few projects, so only theirs are scanned)."""
+    sync_outages(project_ids=project_ids)
     return list(
         SliceOutage.objects.filter(project_id__in=project_ids, started_at__lt=end)
         .filter(Q(ended_at__isnull=True) | Q(ended_at__gt=begin))

@@ -16,6 +16,7 @@ All idempotent (one outage per health event, a compare-and-swap close), safe to 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 
@@ -117,7 +118,12 @@ def month_outages(project_ids: list[int], begin: datetime, end: datetime) -> lis
 
 
 def downtime_seconds(outage: SliceOutage, begin: datetime, end: datetime) -> int:
-    """Whole seconds of the outage inside [begin, end) (still open: until `end`)."""
+    """Seconds of the outage inside [begin, end) (still open: until `end`), rounded up, and at
+    least one for an outage in the window: its end is the cluster's Running time, which has
+    whole seconds (the containers started up to a second after it), so a replacement running
+    0.8 s after the taint was down 0.8 to 1.8 s, never none."""
     stop = min(outage.ended_at or end, end)
     start = max(outage.started_at, begin)
-    return max(0, int((stop - start).total_seconds()))
+    if stop < start or outage.started_at >= end:
+        return 0
+    return max(1, math.ceil((stop - start).total_seconds()))

@@ -34,6 +34,7 @@ def test_kubelet_runs_on_cgroup_v1_with_runtime_default_seccomp() -> None:
     node = node_paths(SETTINGS, NODES, 0)
     config = kubelet_config(SETTINGS, node)
     assert config["failCgroupV1"] is False
+    assert config["syncFrequency"] == "10s"  # a claim the kubelet could not yet read: retried
     assert config["cgroupDriver"] == "cgroupfs"
     assert config["seccompDefault"] is True
     assert config["containerRuntimeEndpoint"] == f"unix://{node.socket}"

@@ -122,11 +122,19 @@ def test_a_tenant_pod_is_refused_by_the_portal_policy_on_the_real_node(
             seen = _after(core, namespace, "probe", since)[-ROUNDS:]
             return len(seen) == ROUNDS and all(s.startswith("ok ") == ok for s in seen)
 
+        def seen(namespace: str, since: int) -> str:
+            after = _after(core, namespace, "probe", since)
+            status = core.read_namespaced_pod("probe", namespace).status
+            restarts = [c.restart_count for c in status.container_statuses or []]
+            return (f"{len(after)} verdicts after #{since} (phase {status.phase}, restarts "
+                    f"{restarts}), the last: {after[-3:]}")  # fmt: skip
+
         def state(since_t: int, since_i: int, tenant_ok: bool, what: str) -> None:
+            # the enforcer's log first: what is said last survives a shortened failure report
             wait_for(lambda: holds(tenant, since_t, tenant_ok) and holds(ingress, since_i, True),
-                     60, lambda: f"{what}\ntenant: {_after(core, tenant, 'probe', since_t)[-3:]}"
-                     f"\ningress: {_after(core, ingress, 'probe', since_i)[-3:]}\n"
-                     + "\n".join(log.read_text(errors="replace").splitlines()[-15:]))  # fmt: skip
+                     120, lambda: "\n".join(log.read_text(errors="replace").splitlines()[-15:])
+                     + f"\n{what}\ntenant: {seen(tenant, since_t)}"
+                     f"\ningress: {seen(ingress, since_i)}")  # fmt: skip
 
         # 1. No portal policy: the tenant pod reaches the stand-in (the network works).
         state(0, 0, True, "both probes to reach the portal before its policy")

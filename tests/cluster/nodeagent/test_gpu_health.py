@@ -177,7 +177,8 @@ def test_an_application_xid_is_told_to_its_pod_only(
              lambda: "the pod to be told\n" + real_node.log_tail())  # fmt: skip
     log = real_node.log.read_text(errors="replace")
     assert log.count("hit XID 31") == 1, real_node.log_tail()  # nobody else's pod
-    assert not any(_taints(api, node, d) for d in _devices(api, node))
+    tainted = {d: _taints(api, node, d) for d in _devices(api, node)}
+    assert not any(tainted.values()), f"{tainted}\n{real_node.log_tail()}"
     pod = core.read_namespaced_pod("sample", ns)
     assert pod.status.phase == "Running"
     assert not pod.metadata.deletion_timestamp

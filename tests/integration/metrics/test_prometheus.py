@@ -126,11 +126,12 @@ def _check(prom, product, now, tmp_path: Path) -> None:
     steady = "count_over_time(tranche_gpu_utilization_ratio[1m]) >= 30"
     wait_for(lambda: prom.query(steady), 120, "30 s of samples")
     ratios = prom.values(busy, "claim")
+    nvml = prom.values(f"avg_over_time(tranche_gpu_utilization_ratio[{BUSY_WINDOW}])", "gpu_uuid")
+    card = prom.values(f"sum by (gpu_uuid) ({busy})", "gpu_uuid")
+    print(f"\nkernel-busy ratios {ratios}; their sum per card {card}; NVML {nvml}")  # noqa: T201
     assert abs(ratios["a"] - 0.25) <= 0.03, ratios
     assert abs(ratios["b"] - 0.75) <= 0.03, ratios
     assert ratios["c"] == 0.0, ratios
-    nvml = prom.values(f"avg_over_time(tranche_gpu_utilization_ratio[{BUSY_WINDOW}])", "gpu_uuid")
-    card = prom.values(f"sum by (gpu_uuid) ({busy})", "gpu_uuid")
     assert card.keys() == nvml.keys()
     assert len(card) == 1
     for uuid, total in card.items():

@@ -185,7 +185,8 @@ SIM_API nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t h, uns
     unsigned found = 0;
     for (int i = 0; i < SIM_MAX_SLOTS; i++) {
         uint64_t used = atomic_load(&sim_state->slots[i].used[sim_host[idx]]);
-        uint32_t pid = used ? sim_slot_pid(i) : 0; /* host pids, as the driver lists them */
+        /* Live processes only, as the driver lists them, by host pid */
+        uint32_t pid = used && sim_slot_alive(i) ? sim_slot_pid(i) : 0;
         if (!pid || !used) continue;
         if (infos && found < *n)
             infos[found] = (nvmlProcessInfo_t){.pid = pid, .usedGpuMemory = used,

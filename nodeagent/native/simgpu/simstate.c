@@ -199,6 +199,19 @@ static void reclaim_dead(void) {
     }
 }
 
+/* Whether slot i's process still runs: it holds its slot's lock until it exits (the kernel
+ * drops a process's POSIX locks at its exit). A real driver lists no process after its exit; a
+ * killed one's slot keeps its memory here until the next process starts (`reclaim_dead`), and
+ * listed meanwhile its pid would be blamed on whoever the kernel gives that pid next. */
+int sim_slot_alive(int i) {
+    uint32_t pid = atomic_load(&sim_state->slots[i].pid);
+    /* Ours (or the other simgpu library's in this process: its locks never conflict with ours,
+     * and unlocking would drop them) is alive. */
+    if (i == my_slot || pid == (uint32_t)getpid() || lock_slot(i, F_WRLCK) != 0) return 1;
+    lock_slot(i, F_UNLCK);
+    return 0;
+}
+
 static void claim_slot(void) {
     /* libcuda and libnvidia-ml each carry this file: the second one in a process adopts the
      * slot the first claimed instead of wiping what it holds. */

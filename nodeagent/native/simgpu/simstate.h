@@ -116,6 +116,8 @@ uint32_t sim_slot_pid(int i);
 void sim_sleep_until(uint64_t t);
 /* SIMULATED faults: is host device `host` lost; raise one event (simgpu-fault only). */
 int sim_host_lost(int host);
+/* Whether slot i's process still runs (it holds its slot lock until it exits). */
+int sim_slot_alive(int i);
 void sim_raise_event(int host, uint64_t type, uint64_t data, uint32_t pid);
 /* The simulated PCI bus of host device `host` (NVML's busId and the kernel log's PCI tag). */
 #define SIM_PCI_BUS(host) (0x10u + (unsigned)(host))

@@ -176,6 +176,21 @@ def test_no_finding_without_driver_overhead(sim):
         w.close()
 
 
+def test_a_killed_process_is_no_longer_listed_by_nvml(sim):
+    """NVML lists live processes only: a SIGKILLed workload's pid (its simgpu slot not yet
+    reclaimed, since no simgpu process started after it) must not be listed, or the backstop
+    would blame whichever process of a pod the kernel gives that pid next."""
+    w = Workload(sim, "bac0c1a1-0000-4000-8000-000000000005", permille=0)
+    try:
+        pid = w.proc.pid
+        assert discovery.process_memory(v100(1).uuid).get(pid, 0) >= int(0.9 * GIB)
+        os.killpg(pid, signal.SIGKILL)
+        w.proc.wait(timeout=10)
+        assert pid not in discovery.process_memory(v100(1).uuid)
+    finally:
+        w.close()
+
+
 def _cgroup_hierarchy() -> Path | None:
     """A cgroup hierarchy this process may create cgroups in (v1 pids, or v2), else None."""
     for base in (Path("/sys/fs/cgroup/pids"), Path("/sys/fs/cgroup")):

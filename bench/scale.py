@@ -51,10 +51,13 @@ from scalekit.stack import Stack  # noqa: E402
 
 # nodes per step; tenants = 4 x nodes, slices = 32 x nodes
 # 4k (issue #35): 500 kwok nodes x 8 GPUs, 2,000 tenants, 16,000 slices, in three steps.
-SIZES = {"full": (16, 32, 63, 125), "4k": (125, 250, 500), "small": (2, 4)}
+# quarter: full's first two steps (64 and 128 tenants), for side-by-side runs of two commits on a
+# shared machine (the watcher's CPU per slice and the resync per project scale linearly).
+SIZES = {"full": (16, 32, 63, 125), "4k": (125, 250, 500), "quarter": (16, 32), "small": (2, 4)}
 PHASES = {  # seconds of each timed phase, and order probes per step
     "full": {"pages": 10, "fanout": 10, "agent": 20, "probes": 30, "fanout_viewers": 200},
     "4k": {"pages": 10, "fanout": 10, "agent": 20, "probes": 30, "fanout_viewers": 200},
+    "quarter": {"pages": 10, "fanout": 10, "agent": 20, "probes": 30, "fanout_viewers": 200},
     "small": {"pages": 2, "fanout": 2, "agent": 3, "probes": 4, "fanout_viewers": 10},
 }
 PAGE_USER_PASSWORD = secrets.token_urlsafe(12)

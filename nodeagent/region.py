@@ -40,7 +40,6 @@ REGION_FILE = "region.bin"
 HEADER = struct.Struct("<IHHIIII Q 64s")  # magic major minor header_size devices slots rsv created
 DEVICE = struct.Struct("<48s Q Q Q Q I I q Q Q Q Q")
 SLOT = struct.Struct("<I I Q Q 16Q")
-_PID = struct.Struct("<I")  # a slot's first field
 DEVICES_OFFSET = 96
 DEVICE_SIZE = 128
 SLOTS_OFFSET = DEVICES_OFFSET + MAX_DEVICES * DEVICE_SIZE
@@ -49,11 +48,19 @@ REGION_SIZE = SLOTS_OFFSET + MAX_SLOTS * SLOT_SIZE
 MEM_USED_OFFSET = 56  # within a device record
 SLOT_MEM_OFFSET = 24  # within a slot record
 
+# Every slot's pid (its first field) in one call: most slots are free, so only the taken ones
+# are decoded whole.
+_PIDS = struct.Struct("<" + f"I{SLOT_SIZE - 4}x" * (MAX_SLOTS - 1) + "I")
+
 _FLOCK = struct.Struct("hhxxxxqqixxxx")  # struct flock on x86_64/aarch64 Linux
 
 
 class RegionError(RuntimeError):
     """The region is missing, corrupt or of a layout this reader does not speak."""
+
+
+class RegionMissingError(RegionError):
+    """No region file (yet): the claim's processes have made no GPU call."""
 
 
 @dataclass(frozen=True)
@@ -103,11 +110,6 @@ class RegionSnapshot:
 
 def region_path(region_dir: str | os.PathLike[str]) -> Path:
     return Path(region_dir) / REGION_FILE
-
-
-def region_exists(region_dir: str | os.PathLike[str]) -> bool:
-    """Whether the core has created the region yet (asked per claim every tick: no Path)."""
-    return os.path.exists(os.path.join(region_dir, REGION_FILE))
 
 
 def _slot_locked(fd: int, slot: int) -> bool:
@@ -172,6 +174,8 @@ def read_region(region_dir: str | os.PathLike[str]) -> RegionSnapshot:
     path = os.path.join(region_dir, REGION_FILE)  # a str: this runs per claim every tick
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError as exc:
+        raise RegionMissingError(f"{path}: no region yet") from exc
     except OSError as exc:
         raise RegionError(f"{path}: cannot open region: {exc.strerror}") from exc
     try:
@@ -187,9 +191,9 @@ def read_region(region_dir: str | os.PathLike[str]) -> RegionSnapshot:
             )
         slots = []
         running: set[tuple[int, int, int]] | None = None  # scanned only for an unlocked slot
-        for i in range(MAX_SLOTS):
-            if _PID.unpack_from(buf, SLOTS_OFFSET + i * SLOT_SIZE)[0] == 0:
-                continue  # a free slot: most of them, so only its pid is decoded
+        for i, taken in enumerate(_PIDS.unpack_from(buf, SLOTS_OFFSET)):
+            if taken == 0:
+                continue  # a free slot
             pid, gen, start, ns, *mem = SLOT.unpack_from(buf, SLOTS_OFFSET + i * SLOT_SIZE)
             alive = _slot_locked(fd, i)
             if not alive:

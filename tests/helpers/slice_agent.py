@@ -70,7 +70,10 @@ def main(state: Path, port: int, seconds: float, plans: list[str]) -> None:
             # preexec_fn: this process has started no thread yet
             out = subprocess.DEVNULL
             procs.append(subprocess.Popen(argv, env=run_env, stdout=out, preexec_fn=_ahead))  # noqa: PLW1509
-    collector = Collector(NODE, checkpoint, gpus, nvml_process_memory=discovery.process_memory)
+    # As nodeagent.agent.run builds it: NVML's memory and compute backstops both on (stopping
+    # nothing: a test's slices stay within their shares, and kill_offenders only acts then).
+    collector = Collector(NODE, checkpoint, gpus, nvml_process_memory=discovery.process_memory,
+                          nvml_process_utilisation=discovery.process_utilisation)  # fmt: skip
     served = metrics.serve(NODE, port) if port else None  # 0: metrics off (bench/'s baseline)
     health = HealthMonitor(gpus, kernel_log=Path(env["SIMGPU_STATE"] + ".kmsg"))
     if served is not None:

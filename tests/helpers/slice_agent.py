@@ -9,6 +9,11 @@ reading, health monitor and /metrics server (`nodeagent.status.Collector`, `node
 `nodeagent.health`) every second, as `nodeagent.agent._loop` does, until SECONDS are over. The
 integration tier has no kubelet to prepare claims: this plays that part only. Needs
 `make -C nodeagent/native` (the core's test variant and `burn`).
+
+With SLICE_AGENT_FRAMES=1 in its environment (bench/agent_metrics_cpu.py) each tick also hands
+its sample to a status stream and encodes the frame the agent would send (`StatusStream.offer`,
+`next_frame`), sending it nowhere: there is no portal here. What the agent's loop does beyond
+this: publish the pool every 10 s (an API call) and send the frame on its websocket.
 """
 
 from __future__ import annotations
@@ -27,6 +32,10 @@ GIB = 1024**3
 KERNEL_NS = 10_000_000  # 10 ms kernels, 4 in flight per process: a busy host cannot starve them
 
 
+def _frames() -> bool:
+    return os.environ.get("SLICE_AGENT_FRAMES") == "1"
+
+
 def _ahead() -> None:
     with contextlib.suppress(OSError):
         os.nice(-10)
@@ -38,6 +47,7 @@ def main(state: Path, port: int, seconds: float, plans: list[str]) -> None:
     from nodeagent.health import HealthMonitor
     from nodeagent.sim.gpus import simulate_node_gpus, simulated_gpus
     from nodeagent.status import Collector
+    from nodeagent.stream import StatusStream
 
     model = "Tesla V100-PCIE-32GB"
     env = simulate_node_gpus(NODE, state, BUILD / "simgpu", 1, model)
@@ -79,11 +89,15 @@ def main(state: Path, port: int, seconds: float, plans: list[str]) -> None:
     if served is not None:
         served.slices.health = health
     health.start()
+    stream = StatusStream("ws://127.0.0.1:9/ws/agent/", NODE, "-") if _frames() else None
     end = time.monotonic() + seconds
     try:
         while time.monotonic() < end:
             started = time.monotonic()
-            collector.collect()
+            gpu_status, pods = collector.collect()
+            if stream is not None:
+                stream.offer(gpu_status, pods, collector.take_findings())
+                stream.next_frame()
             if served is not None:
                 nvml = [(g.uuid, g.name, discovery.utilisation(g.uuid)) for g in gpus]
                 served.slices.update(collector.slices, nvml, collector.backstop_actions)

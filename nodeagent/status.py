@@ -65,6 +65,8 @@ class Collector:
     def __post_init__(self) -> None:
         # Pod and namespace pid of each GPU process, per (pid, start time): nodeagent/owners.py
         self._owners = owners.Owners(self.proc)
+        # Whether a region slot's owner runs when its lock is free: one /proc scan a tick at most
+        self._liveness = region.Liveness()
 
     def take_findings(self) -> list[Finding]:
         """The findings since the last call, oldest first (the next status message sends them)."""
@@ -90,13 +92,13 @@ class Collector:
         when the snapshot shows one: reclaiming maps and locks the region); None before the
         first GPU call."""
         try:
-            snapshot = region.read_region(claim.region_dir)
+            snapshot = region.read_region(claim.region_dir, self._liveness)
             if all(s.alive for s in snapshot.slots):
                 return snapshot
-            freed = region.reclaim_dead(claim.region_dir)
+            freed = region.reclaim_dead(claim.region_dir)  # checks each owner afresh, locked
             if freed:
                 log.info("claim %s: reclaimed %d bytes of dead processes", claim.uid, freed)
-            return region.read_region(claim.region_dir)
+            return region.read_region(claim.region_dir, region.Liveness())
         except region.RegionMissingError:  # no GPU call yet, or unprepared meanwhile
             return None
         except region.RegionError as exc:
@@ -240,6 +242,7 @@ class Collector:
         pods: dict[tuple[str, str], dict] = {}
         used_per_gpu: dict[str, int] = {}
         claims = self.checkpoint.all()
+        self._liveness.tick()
         readings = {c.uid: self._read(c) for c in claims}
         self.cross_check(readings)
         self.slices = self._slice_usage(now, claims, readings)

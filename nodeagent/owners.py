@@ -19,6 +19,7 @@ operator's own GPU pods (burn-in, monitoring) are left alone.
 from __future__ import annotations
 
 import logging
+import os
 import re
 import threading
 from pathlib import Path
@@ -66,6 +67,60 @@ def ns_pid(pid: int, proc: Path = PROC) -> int:
     except (FileNotFoundError, ProcessLookupError, PermissionError, ValueError):
         pass
     return pid
+
+
+def start_time(pid: int, proc: Path = PROC) -> int | None:
+    """When process `pid` started (/proc/<pid>/stat field 22, clock ticks since boot), or None
+    when it is gone. With the pid it names one process: a pid the kernel reuses comes with a
+    new start time. Read per GPU process every tick: plain os calls, no Path."""
+    try:
+        fd = os.open(f"{proc}/{pid}/stat", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        raw = os.read(fd, 4096)
+    except OSError:  # exited between open and read
+        return None
+    finally:
+        os.close(fd)
+    fields = raw[raw.rfind(b")") + 2 :].split()  # the name may hold ")": the last one ends it
+    return int(fields[19]) if len(fields) > 19 else None
+
+
+class Owners:
+    """`owners(pid)`: (pod UID or None, pid in its own namespace) of a host process, as
+    `pod_uid` and `ns_pid` say, looked up once per process.
+
+    The backstop asks this of every process NVML lists, every tick; both answers are fixed for
+    the life of a process (its PID namespace is chosen at fork; runc places it in the pod's
+    cgroup before the container's program runs, and a container can neither leave its cgroup
+    namespace's root nor write a cgroup outside it), so they are kept. A process is its pid
+    and its start time: each call reads /proc/<pid>/stat again, and a pid the kernel reused is
+    a new process, looked up afresh, never credited with the previous holder's pod. A pid
+    reused during the lookup itself (its start time changed meanwhile) counts as gone this
+    tick and is looked up again on the next. `keep_only` drops processes no longer listed."""
+
+    def __init__(self, proc: Path = PROC) -> None:
+        self.proc = proc
+        self._known: dict[int, tuple[int, str | None, int]] = {}  # pid -> (start, pod, ns pid)
+
+    def __call__(self, pid: int) -> tuple[str | None, int]:
+        start = start_time(pid, self.proc)
+        if start is None:
+            return None, pid  # gone: nobody's, as pod_uid and ns_pid say of it
+        known = self._known.get(pid)
+        if known is not None and known[0] == start:
+            return known[1], known[2]
+        pod, inner = pod_uid(pid, self.proc), ns_pid(pid, self.proc)
+        if start_time(pid, self.proc) != start:
+            return None, pid  # exited, or its pid reused, while being read: next tick
+        self._known[pid] = (start, pod, inner)
+        return pod, inner
+
+    def keep_only(self, pids: set[int]) -> None:
+        """Forget every process but `pids` (those NVML lists now): the map stays bounded."""
+        for pid in [p for p in self._known if p not in pids]:
+            del self._known[pid]
 
 
 class TenantPods:

@@ -40,7 +40,6 @@ REGION_FILE = "region.bin"
 HEADER = struct.Struct("<IHHIIII Q 64s")  # magic major minor header_size devices slots rsv created
 DEVICE = struct.Struct("<48s Q Q Q Q I I q Q Q Q Q")
 SLOT = struct.Struct("<I I Q Q 16Q")
-_PID = struct.Struct("<I")  # a slot's first field
 DEVICES_OFFSET = 96
 DEVICE_SIZE = 128
 SLOTS_OFFSET = DEVICES_OFFSET + MAX_DEVICES * DEVICE_SIZE
@@ -49,11 +48,19 @@ REGION_SIZE = SLOTS_OFFSET + MAX_SLOTS * SLOT_SIZE
 MEM_USED_OFFSET = 56  # within a device record
 SLOT_MEM_OFFSET = 24  # within a slot record
 
+# Every slot's pid (its first field) in one call: most slots are free, so only the taken ones
+# are decoded whole.
+_PIDS = struct.Struct("<" + f"I{SLOT_SIZE - 4}x" * (MAX_SLOTS - 1) + "I")
+
 _FLOCK = struct.Struct("hhxxxxqqixxxx")  # struct flock on x86_64/aarch64 Linux
 
 
 class RegionError(RuntimeError):
     """The region is missing, corrupt or of a layout this reader does not speak."""
+
+
+class RegionMissingError(RegionError):
+    """No region file (yet): the claim's processes have made no GPU call."""
 
 
 @dataclass(frozen=True)
@@ -105,46 +112,84 @@ def region_path(region_dir: str | os.PathLike[str]) -> Path:
     return Path(region_dir) / REGION_FILE
 
 
-def region_exists(region_dir: str | os.PathLike[str]) -> bool:
-    """Whether the core has created the region yet (asked per claim every tick: no Path)."""
-    return os.path.exists(os.path.join(region_dir, REGION_FILE))
-
-
 def _slot_locked(fd: int, slot: int) -> bool:
     probe = _FLOCK.pack(fcntl.F_WRLCK, os.SEEK_SET, LOCK_BASE + slot, 1, 0)
     got = fcntl.fcntl(fd, fcntl.F_GETLK, probe)
     return _FLOCK.unpack(got)[0] != fcntl.F_UNLCK
 
 
-def _running(proc: str = "/proc") -> set[tuple[int, int, int]]:
-    """(PID namespace inode or 0 when unreadable, innermost pid, starttime) of every running
-    process. A namespace the agent may not read matches any slot: never declared dead."""
-    seen: set[tuple[int, int, int]] = set()
+def _process_key(proc: str, name: str) -> tuple[int, int, int] | None:
+    """(PID namespace inode or 0 when unreadable, innermost pid, starttime) of the process
+    /proc/<name>; None when it is gone or has exited. A namespace the agent may not read
+    matches any slot: never declared dead."""
+    try:
+        with open(f"{proc}/{name}/stat", "rb") as f:
+            stat = f.read()
+        with open(f"{proc}/{name}/status", "rb") as f:
+            status = f.read()
+    except OSError:
+        return None  # exited meanwhile
+    fields = stat[stat.rindex(b")") + 2 :].split()
+    if fields[0] in (b"Z", b"X"):
+        return None  # exited: its memory is given back, only the entry waits to be reaped
+    nspid = next((ln for ln in status.splitlines() if ln.startswith(b"NSpid:")), b"")
+    inner = int(nspid.split()[-1]) if nspid else int(name)
+    try:
+        ns = os.stat(f"{proc}/{name}/ns/pid").st_ino
+    except OSError:
+        ns = 0
+    return ns, inner, int(fields[19])
+
+
+def _running(proc: str = "/proc") -> dict[tuple[int, int, int], int]:
+    """Every running process: its `_process_key` -> its pid in `proc`."""
+    seen: dict[tuple[int, int, int], int] = {}
     for name in os.listdir(proc):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"{proc}/{name}/stat", "rb") as f:
-                stat = f.read()
-            with open(f"{proc}/{name}/status", "rb") as f:
-                status = f.read()
-        except OSError:
-            continue  # exited meanwhile
-        fields = stat[stat.rindex(b")") + 2 :].split()
-        if fields[0] in (b"Z", b"X"):
-            continue  # exited: its memory is given back, only the entry waits to be reaped
-        nspid = next((ln for ln in status.splitlines() if ln.startswith(b"NSpid:")), b"")
-        inner = int(nspid.split()[-1]) if nspid else int(name)
-        try:
-            ns = os.stat(f"{proc}/{name}/ns/pid").st_ino
-        except OSError:
-            ns = 0
-        seen.add((ns, inner, int(fields[19])))
+        if name.isdigit() and (key := _process_key(proc, name)) is not None:
+            seen[key] = int(name)
     return seen
 
 
-def _owner_alive(running: set[tuple[int, int, int]], pid: int, ns: int, start: int) -> bool:
+def _owner_alive(running, pid: int, ns: int, start: int) -> bool:
     return (ns, pid, start) in running or (0, pid, start) in running
+
+
+class Liveness:
+    """Whether the owner of a slot whose lock is free still runs, asked across many regions and
+    ticks (the collector keeps one; `tick()` starts each tick).
+
+    The owner can drop its own lock and live on (a tenant's process can), and telling needs a
+    search of /proc by namespace, pid and start time. Here that search runs at most once a
+    tick for all regions, and an owner found is remembered by its pid on the host and checked
+    there directly on later ticks (namespace, pid and start time read again: a guess, never
+    trusted), so a tenant that drops its locks costs the agent three reads a tick, not a scan of
+    every process on the node per region. Only what was asked in the last tick is remembered.
+    """
+
+    def __init__(self, proc: str = "/proc") -> None:
+        self.proc = proc
+        self._scan: dict[tuple[int, int, int], int] | None = None
+        self._hosts: dict[tuple[int, int, int], int] = {}  # owner -> its pid in `proc`
+        self._asked: set[tuple[int, int, int]] = set()
+
+    def tick(self) -> None:
+        self._scan = None
+        self._hosts = {k: v for k, v in self._hosts.items() if k in self._asked}
+        self._asked = set()
+
+    def alive(self, pid: int, ns: int, start: int) -> bool:
+        owner = (ns, pid, start)
+        self._asked.add(owner)
+        host = self._hosts.get(owner)
+        if host is not None and _process_key(self.proc, str(host)) in (owner, (0, pid, start)):
+            return True
+        if self._scan is None:
+            self._scan = _running(self.proc)
+        host = self._scan.get(owner, self._scan.get((0, pid, start)))
+        if host is None:
+            return False
+        self._hosts[owner] = host
+        return True
 
 
 def _cstr(raw: bytes) -> str:
@@ -167,11 +212,16 @@ def _check_header(buf: bytes, path: str | Path) -> tuple[int, ...]:
     return fields
 
 
-def read_region(region_dir: str | os.PathLike[str]) -> RegionSnapshot:
-    """Snapshot the region in region_dir; raises RegionError when absent or not readable."""
+def read_region(
+    region_dir: str | os.PathLike[str], liveness: Liveness | None = None
+) -> RegionSnapshot:
+    """Snapshot the region in region_dir; raises RegionError when absent or not readable.
+    `liveness`: what tells a slot's owner alive when its lock is free (a new one: this call's)."""
     path = os.path.join(region_dir, REGION_FILE)  # a str: this runs per claim every tick
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError as exc:
+        raise RegionMissingError(f"{path}: no region yet") from exc
     except OSError as exc:
         raise RegionError(f"{path}: cannot open region: {exc.strerror}") from exc
     try:
@@ -186,15 +236,12 @@ def read_region(region_dir: str | os.PathLike[str]) -> RegionSnapshot:
                 DeviceUsage(i, _cstr(uuid), limit, used, peak, rejected, pct, cused, throttled, n)
             )
         slots = []
-        running: set[tuple[int, int, int]] | None = None  # scanned only for an unlocked slot
-        for i in range(MAX_SLOTS):
-            if _PID.unpack_from(buf, SLOTS_OFFSET + i * SLOT_SIZE)[0] == 0:
-                continue  # a free slot: most of them, so only its pid is decoded
+        liveness = Liveness() if liveness is None else liveness
+        for i, taken in enumerate(_PIDS.unpack_from(buf, SLOTS_OFFSET)):
+            if taken == 0:
+                continue  # a free slot
             pid, gen, start, ns, *mem = SLOT.unpack_from(buf, SLOTS_OFFSET + i * SLOT_SIZE)
-            alive = _slot_locked(fd, i)
-            if not alive:
-                running = _running() if running is None else running
-                alive = _owner_alive(running, pid, ns, start)
+            alive = _slot_locked(fd, i) or liveness.alive(pid, ns, start)
             slots.append(ProcessSlot(i, pid, start, ns, gen, alive, tuple(mem[:ndev])))
         return RegionSnapshot(_cstr(claim), major, minor, created, tuple(devices), tuple(slots))
     finally:
@@ -233,7 +280,7 @@ def reclaim_dead(region_dir: str | os.PathLike[str]) -> int:
         with mmap.mmap(fd, REGION_SIZE) as mm:
             base = ctypes.addressof(ctypes.c_char.from_buffer(mm))
             total = 0
-            running: set[tuple[int, int, int]] | None = None
+            running: dict[tuple[int, int, int], int] | None = None  # fresh: after the lock
             try:
                 for i in range(MAX_SLOTS):
                     slot = SLOTS_OFFSET + i * SLOT_SIZE

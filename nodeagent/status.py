@@ -62,6 +62,12 @@ class Collector:
     slices: list = field(default_factory=list)
     _idle: IdleTracker = field(default_factory=IdleTracker)
 
+    def __post_init__(self) -> None:
+        # Pod and namespace pid of each GPU process, per (pid, start time): nodeagent/owners.py
+        self._owners = owners.Owners(self.proc)
+        # Whether a region slot's owner runs when its lock is free: one /proc scan a tick at most
+        self._liveness = region.Liveness()
+
     def take_findings(self) -> list[Finding]:
         """The findings since the last call, oldest first (the next status message sends them)."""
         out = []
@@ -85,16 +91,16 @@ class Collector:
         """Snapshot the claim's region, first reclaiming the slots of processes that died (only
         when the snapshot shows one: reclaiming maps and locks the region); None before the
         first GPU call."""
-        if not region.region_exists(claim.region_dir):
-            return None
         try:
-            snapshot = region.read_region(claim.region_dir)
+            snapshot = region.read_region(claim.region_dir, self._liveness)
             if all(s.alive for s in snapshot.slots):
                 return snapshot
-            freed = region.reclaim_dead(claim.region_dir)
+            freed = region.reclaim_dead(claim.region_dir)  # checks each owner afresh, locked
             if freed:
                 log.info("claim %s: reclaimed %d bytes of dead processes", claim.uid, freed)
-            return region.read_region(claim.region_dir)
+            return region.read_region(claim.region_dir, region.Liveness())
+        except region.RegionMissingError:  # no GPU call yet, or unprepared meanwhile
+            return None
         except region.RegionError as exc:
             log.warning("claim %s: %s", claim.uid, exc)
             return None
@@ -115,6 +121,7 @@ class Collector:
         findings: list[str] = []
         disagreeing: set[tuple[str, str]] = set()
         claims = [c for c in self.checkpoint.all() if c.uid in readings]
+        whose: dict[int, tuple[str | None, int]] = {}  # this tick's answers, shared by GPUs
         for gpu in self.gpus:
             on_gpu = [c for c in claims if any(d.uuid == gpu.uuid for d in c.devices)]
             by_pod = {pod.split("/")[2]: c for c in on_gpu for pod in c.pods if pod.count("/") == 2}
@@ -122,8 +129,10 @@ class Collector:
 
             def owner(pid: int, by_pod=by_pod, by_slot=by_slot) -> tuple:
                 """(claim or None, pod uid or None, accounted in the claim's region)."""
-                pod = owners.pod_uid(pid, self.proc)
-                in_slot = by_slot.get(owners.ns_pid(pid, self.proc))
+                if pid not in whose:
+                    whose[pid] = self._owners(pid)
+                pod, inner = whose[pid]
+                in_slot = by_slot.get(inner)
                 claim = by_pod.get(pod) if pod else in_slot
                 return claim, pod, in_slot is claim
 
@@ -132,6 +141,7 @@ class Collector:
             if self.nvml_process_utilisation is not None:
                 findings += self._check_compute(gpu, on_gpu, owner)
         self._disagreeing = disagreeing
+        self._owners.keep_only(set(whose))
         self.compute.forget({(c.uid, d.uuid) for c in claims for d in c.devices})
         for f in findings:
             log.warning("backstop: %s", f)
@@ -232,6 +242,7 @@ class Collector:
         pods: dict[tuple[str, str], dict] = {}
         used_per_gpu: dict[str, int] = {}
         claims = self.checkpoint.all()
+        self._liveness.tick()
         readings = {c.uid: self._read(c) for c in claims}
         self.cross_check(readings)
         self.slices = self._slice_usage(now, claims, readings)

@@ -9,6 +9,11 @@ reading, health monitor and /metrics server (`nodeagent.status.Collector`, `node
 `nodeagent.health`) every second, as `nodeagent.agent._loop` does, until SECONDS are over. The
 integration tier has no kubelet to prepare claims: this plays that part only. Needs
 `make -C nodeagent/native` (the core's test variant and `burn`).
+
+With SLICE_AGENT_FRAMES=1 in its environment (bench/agent_metrics_cpu.py) each tick also hands
+its sample to a status stream and encodes the frame the agent would send (`StatusStream.offer`,
+`next_frame`), sending it nowhere: there is no portal here. What the agent's loop does beyond
+this: publish the pool every 10 s (an API call) and send the frame on its websocket.
 """
 
 from __future__ import annotations
@@ -27,6 +32,10 @@ GIB = 1024**3
 KERNEL_NS = 10_000_000  # 10 ms kernels, 4 in flight per process: a busy host cannot starve them
 
 
+def _frames() -> bool:
+    return os.environ.get("SLICE_AGENT_FRAMES") == "1"
+
+
 def _ahead() -> None:
     with contextlib.suppress(OSError):
         os.nice(-10)
@@ -38,6 +47,7 @@ def main(state: Path, port: int, seconds: float, plans: list[str]) -> None:
     from nodeagent.health import HealthMonitor
     from nodeagent.sim.gpus import simulate_node_gpus, simulated_gpus
     from nodeagent.status import Collector
+    from nodeagent.stream import StatusStream
 
     model = "Tesla V100-PCIE-32GB"
     env = simulate_node_gpus(NODE, state, BUILD / "simgpu", 1, model)
@@ -70,17 +80,24 @@ def main(state: Path, port: int, seconds: float, plans: list[str]) -> None:
             # preexec_fn: this process has started no thread yet
             out = subprocess.DEVNULL
             procs.append(subprocess.Popen(argv, env=run_env, stdout=out, preexec_fn=_ahead))  # noqa: PLW1509
-    collector = Collector(NODE, checkpoint, gpus, nvml_process_memory=discovery.process_memory)
+    # As nodeagent.agent.run builds it: NVML's memory and compute backstops both on (stopping
+    # nothing: a test's slices stay within their shares, and kill_offenders only acts then).
+    collector = Collector(NODE, checkpoint, gpus, nvml_process_memory=discovery.process_memory,
+                          nvml_process_utilisation=discovery.process_utilisation)  # fmt: skip
     served = metrics.serve(NODE, port) if port else None  # 0: metrics off (bench/'s baseline)
     health = HealthMonitor(gpus, kernel_log=Path(env["SIMGPU_STATE"] + ".kmsg"))
     if served is not None:
         served.slices.health = health
     health.start()
+    stream = StatusStream("ws://127.0.0.1:9/ws/agent/", NODE, "-") if _frames() else None
     end = time.monotonic() + seconds
     try:
         while time.monotonic() < end:
             started = time.monotonic()
-            collector.collect()
+            gpu_status, pods = collector.collect()
+            if stream is not None:
+                stream.offer(gpu_status, pods, collector.take_findings())
+                stream.next_frame()
             if served is not None:
                 nvml = [(g.uuid, g.name, discovery.utilisation(g.uuid)) for g in gpus]
                 served.slices.update(collector.slices, nvml, collector.backstop_actions)

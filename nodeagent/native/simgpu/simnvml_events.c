@@ -81,11 +81,12 @@ SIM_API nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *da
     if (!set || !data) return NVML_ERROR_INVALID_ARGUMENT;
     uint64_t deadline = sim_now() + (uint64_t)timeoutms * 1000000ull;
     for (;;) {
+        /* Read before looking: an event raised after this wakes (or skips) the wait below. */
+        uint32_t seen = (uint32_t)atomic_load(&sim_state->faults.published);
         if (take(set, data)) return NVML_SUCCESS;
         uint64_t now = sim_now();
         if (now >= deadline) return NVML_ERROR_TIMEOUT;
-        /* A shared-memory ring has no interrupt to sleep on: look every 5 ms. */
-        sim_sleep_until(now + (deadline - now < 5000000ull ? deadline - now : 5000000ull));
+        sim_wait_event(seen, deadline - now);
     }
 }
 

@@ -4,6 +4,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +13,7 @@
 #include <dirent.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -101,9 +104,36 @@ static uint32_t inner_pid(const char *proc_entry) {
     return pid;
 }
 
+/* This process's PID namespace, looked up once per process (a forked child, whose namespace
+ * may differ, has another pid): NVML's listings ask it of every slot on every call. */
+static uint32_t own_pidns(void) {
+    static _Atomic int64_t cached; /* pid << 32 | namespace inode */
+    int64_t c = atomic_load(&cached), pid = getpid();
+    if (c >> 32 != pid) {
+        c = pid << 32 | pidns_of("self");
+        atomic_store(&cached, c);
+    }
+    return (uint32_t)c;
+}
+
+/* Whether host pid `host` (a /proc entry of this process's namespace) is the process that sees
+ * itself as `pid` in namespace `ns`. */
+static int is_slot_owner(uint32_t host, uint32_t pid, uint32_t ns) {
+    char entry[16];
+    snprintf(entry, sizeof entry, "%u", host);
+    return host && pidns_of(entry) == ns && inner_pid(entry) == pid;
+}
+
 uint32_t sim_slot_pid(int i) {
+    /* The last answer per slot, checked before it is used again (a guess, never trusted): a
+     * /proc scan per listed process per call was most of an NVML listing's cost. */
+    static _Atomic uint64_t last_key[SIM_MAX_SLOTS];
+    static _Atomic uint32_t last_host[SIM_MAX_SLOTS];
     uint32_t pid = atomic_load(&sim_state->slots[i].pid), ns = sim_state->slots[i].pidns;
-    if (!pid || !ns || ns == pidns_of("self")) return pid;
+    if (!pid || !ns || ns == own_pidns()) return pid;
+    uint64_t key = (uint64_t)ns << 32 | pid;
+    uint32_t guess = atomic_load(&last_host[i]);
+    if (atomic_load(&last_key[i]) == key && is_slot_owner(guess, pid, ns)) return guess;
     DIR *d = opendir("/proc");
     uint32_t found = 0;
     if (!d) return 0;
@@ -113,6 +143,10 @@ uint32_t sim_slot_pid(int i) {
             found = (uint32_t)strtoul(e->d_name, NULL, 10);
     }
     closedir(d);
+    if (found) {
+        atomic_store(&last_host[i], found);
+        atomic_store(&last_key[i], key);
+    }
     return found;
 }
 
@@ -418,6 +452,14 @@ int sim_host_lost(int host) {
            atomic_load(&sim_state->faults.lost[host]) != 0;
 }
 
+/* A real driver's event wait sleeps until the GPU interrupts; the simulation's interrupt is a
+ * futex on the event counter in the shared state (a shared file mapping: not FUTEX_PRIVATE),
+ * woken by the raiser, so an agent waiting for events costs no CPU (it polled every 5 ms, half
+ * a percent of a core). The futex word is the counter's low 32 bits, which every event
+ * changes: at its address on a little-endian machine. */
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "futex word: the counter's low half");
+static uint32_t *published_word(void) { return (uint32_t *)(void *)&sim_state->faults.published; }
+
 /* SIMULATED: one health event into the ring NVML's event sets read. Writers are serialised by
  * a lock on byte 1 of the state file (there is one injector at a time in practice); readers
  * only trust an event once `published` covers it. */
@@ -431,6 +473,12 @@ void sim_raise_event(int host, uint64_t type, uint64_t data, uint32_t pid) {
     *e = (sim_event_t){.dev = (uint32_t)host, .pid = pid, .type = type, .data = data,
                        .time_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec};
     atomic_store(&sim_state->faults.published, n + 1);
+    syscall(SYS_futex, published_word(), FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
     fl.l_type = F_UNLCK;
     fcntl(state_fd, F_SETLK, &fl);
+}
+
+void sim_wait_event(uint32_t seen, uint64_t ns) {
+    struct timespec ts = {(time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull)};
+    syscall(SYS_futex, published_word(), FUTEX_WAIT, seen, &ts, NULL, 0);
 }

@@ -119,6 +119,9 @@ int sim_host_lost(int host);
 /* Whether slot i's process still runs (it holds its slot lock until it exits). */
 int sim_slot_alive(int i);
 void sim_raise_event(int host, uint64_t type, uint64_t data, uint32_t pid);
+/* SIMULATED: sleep until an event is raised after `published` read `seen` (its low 32 bits), or
+ * `ns` pass; may return early (spuriously or on a signal): the caller looks again. */
+void sim_wait_event(uint32_t seen, uint64_t ns);
 /* The simulated PCI bus of host device `host` (NVML's busId and the kernel log's PCI tag). */
 #define SIM_PCI_BUS(host) (0x10u + (unsigned)(host))
 

@@ -4,6 +4,8 @@ PID-namespace translation of the interception core's pids."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -68,3 +70,57 @@ def test_ns_pid_is_the_innermost_namespace_pid(tmp_path) -> None:
     (fake / "status").write_text("Name:\tpython\nNSpid:\t4242\t7\n")
     assert owners.ns_pid(4242, tmp_path / "proc") == 7
     assert owners.ns_pid(2**22 + 17) == 2**22 + 17
+
+
+def _process(proc: Path, pid: int, start: int, pod: str, inner: int) -> None:
+    """A /proc/<pid> entry as the kernel writes it: stat (start time is field 22; the name
+    may hold ") "), cgroup and status."""
+    entry = proc / str(pid)
+    entry.mkdir(parents=True, exist_ok=True)
+    rest = " ".join(["S", *["0"] * 18, str(start), "0", "0"])
+    (entry / "stat").write_text(f"{pid} (a) b) {rest}\n")
+    (entry / "cgroup").write_text(f"0::/kubepods/besteffort/pod{pod}/c0\n")
+    (entry / "status").write_text(f"Name:\tpython\nNSpid:\t{pid}\t{inner}\n")
+
+
+OTHER = "1b2c3d4e-0000-4000-8000-000000000002"
+
+
+def test_owners_credit_a_reused_pid_to_its_new_process_not_the_last_ones_pod(tmp_path) -> None:
+    proc = tmp_path / "proc"
+    _process(proc, 42, start=1000, pod=UID, inner=7)
+    whose = owners.Owners(proc)
+    assert owners.start_time(42, proc) == 1000
+    assert whose(42) == (UID, 7)
+    # The process exits; another one, in another pod, gets pid 42: a new start time.
+    _process(proc, 42, start=1234, pod=OTHER, inner=9)
+    assert whose(42) == (OTHER, 9)
+    (proc / "42" / "stat").unlink()  # gone: nobody's
+    assert whose(42) == (None, 42)
+
+
+def test_owners_read_each_process_once_and_forget_the_unlisted(tmp_path) -> None:
+    proc = tmp_path / "proc"
+    _process(proc, 42, start=1000, pod=UID, inner=7)
+    _process(proc, 43, start=1001, pod=OTHER, inner=8)
+    whose = owners.Owners(proc)
+    assert (whose(42), whose(43)) == ((UID, 7), (OTHER, 8))
+    # Same pid, same start time: the same process, whose pod is not read again (a container
+    # cannot move itself out of its pod's cgroup); this rewrite stands for a read saved.
+    (proc / "42" / "cgroup").write_text("0::/\n")
+    (proc / "43" / "cgroup").write_text("0::/\n")
+    assert whose(42) == (UID, 7)
+    whose.keep_only({42})  # 43 no longer listed by NVML: forgotten, read afresh if seen again
+    assert (whose(42), whose(43)) == ((UID, 7), (None, 8))
+
+
+def test_owners_read_the_real_proc(tmp_path) -> None:
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        whose = owners.Owners()
+        expected = owners.pod_uid_from_cgroup(Path(f"/proc/{child.pid}/cgroup").read_text())
+        assert whose(child.pid) == (expected, child.pid)
+    finally:
+        child.kill()
+        child.wait()
+    assert whose(child.pid) == (None, child.pid)  # reaped: gone

@@ -22,6 +22,7 @@ import logging
 import os
 import re
 import threading
+import time
 from pathlib import Path
 
 from tranche.names import LABEL_TENANT  # on every tenant namespace (controller/render/namespace.py)
@@ -29,6 +30,7 @@ from tranche.names import LABEL_TENANT  # on every tenant namespace (controller/
 log = logging.getLogger(__name__)
 
 PROC = Path("/proc")
+TICK = os.sysconf("SC_CLK_TCK")
 _UID = r"[0-9a-f]{8}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{12}"
 # "pod<uid>" as a whole path component (cgroupfs) or a systemd slice name's last part.
 _POD = re.compile(rf"(?:^|/|-)pod({_UID})(?:\.slice)?(?=/|$)")
@@ -87,6 +89,11 @@ def start_time(pid: int, proc: Path = PROC) -> int | None:
     return int(fields[19]) if len(fields) > 19 else None
 
 
+def boot_ticks() -> int:
+    """Now, in the unit of a process's start time (clock ticks since boot, suspend included)."""
+    return int(time.clock_gettime(time.CLOCK_BOOTTIME) * TICK)
+
+
 class Owners:
     """`owners(pid)`: (pod UID or None, pid in its own namespace) of a host process, as
     `pod_uid` and `ns_pid` say, looked up once per process.
@@ -104,10 +111,15 @@ class Owners:
         self.proc = proc
         self._known: dict[int, tuple[int, str | None, int]] = {}  # pid -> (start, pod, ns pid)
 
-    def __call__(self, pid: int) -> tuple[str | None, int]:
+    def __call__(self, pid: int, listed_at: int | None = None) -> tuple[str | None, int]:
+        """`listed_at` (`boot_ticks()` taken before NVML was asked for its processes): a process
+        started after it is not the one NVML listed but the next holder of a reused pid, and
+        is nobody's (it would be blamed, and stopped, for its predecessor's GPU use)."""
         start = start_time(pid, self.proc)
         if start is None:
             return None, pid  # gone: nobody's, as pod_uid and ns_pid say of it
+        if listed_at is not None and start > listed_at:
+            return None, pid
         known = self._known.get(pid)
         if known is not None and known[0] == start:
             return known[1], known[2]

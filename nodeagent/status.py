@@ -122,6 +122,7 @@ class Collector:
         disagreeing: set[tuple[str, str]] = set()
         claims = [c for c in self.checkpoint.all() if c.uid in readings]
         whose: dict[int, tuple[str | None, int]] = {}  # this tick's answers, shared by GPUs
+        listed_at = owners.boot_ticks()  # before NVML is asked: a later-born pid is not its
         for gpu in self.gpus:
             on_gpu = [c for c in claims if any(d.uuid == gpu.uuid for d in c.devices)]
             by_pod = {pod.split("/")[2]: c for c in on_gpu for pod in c.pods if pod.count("/") == 2}
@@ -130,7 +131,7 @@ class Collector:
             def owner(pid: int, by_pod=by_pod, by_slot=by_slot) -> tuple:
                 """(claim or None, pod uid or None, accounted in the claim's region)."""
                 if pid not in whose:
-                    whose[pid] = self._owners(pid)
+                    whose[pid] = self._owners(pid, listed_at)
                 pod, inner = whose[pid]
                 in_slot = by_slot.get(inner)
                 claim = by_pod.get(pod) if pod else in_slot

@@ -99,6 +99,33 @@ def test_owners_credit_a_reused_pid_to_its_new_process_not_the_last_ones_pod(tmp
     assert whose(42) == (None, 42)
 
 
+def test_a_process_born_after_nvmls_listing_is_not_the_one_listed(tmp_path) -> None:
+    proc = tmp_path / "proc"
+    _process(proc, 42, start=1000, pod=UID, inner=7)
+    whose = owners.Owners(proc)
+    assert whose(42, listed_at=1000) == (UID, 7)  # started by the listing: the one listed
+    # NVML listed pid 42 at tick 1500; by the lookup its process exited and a tenant's new
+    # process got pid 42: it is not blamed for the listed process's GPU use.
+    _process(proc, 42, start=1501, pod=OTHER, inner=9)
+    assert whose(42, listed_at=1500) == (None, 42)
+    assert whose(42, listed_at=1501) == (OTHER, 9)  # listed after it started: its own
+
+
+def test_boot_ticks_is_the_start_time_clock() -> None:
+    before = owners.boot_ticks()
+    started = owners.start_time(os.getpid())
+    assert started is not None
+    assert started <= before  # this process began before now
+    child = subprocess.Popen(["sleep", "5"])
+    try:
+        born = owners.start_time(child.pid)
+        assert born is not None
+        assert before <= born <= owners.boot_ticks()
+    finally:
+        child.kill()
+        child.wait()
+
+
 def test_owners_read_each_process_once_and_forget_the_unlisted(tmp_path) -> None:
     proc = tmp_path / "proc"
     _process(proc, 42, start=1000, pod=UID, inner=7)

@@ -61,8 +61,12 @@ static uint32_t next_gap(void) {
     return SAMPLE_MIN + (uint32_t)(rng_state % SAMPLE_SPREAD);
 }
 
+static inline uint32_t fstat_home(uintptr_t key) {
+    return (uint32_t)((key * 0x9E3779B97F4A7C15ull) >> 40) & (FTAB_SIZE - 1);
+}
+
 static fstat_t *fstat_of(uintptr_t key) {
-    uint32_t h = (uint32_t)((key * 0x9E3779B97F4A7C15ull) >> 40) & (FTAB_SIZE - 1);
+    uint32_t h = fstat_home(key);
     for (uint32_t i = 0; i < 32; i++) {
         fstat_t *e = &ftab[(h + i) & (FTAB_SIZE - 1)];
         uintptr_t k = atomic_load_explicit(&e->key, memory_order_acquire);
@@ -240,7 +244,9 @@ typedef struct {
 
 /* Returns CUDA_SUCCESS to go ahead with the launch, or the error to return instead. `dev` is
  * tr_current_dev_index(), asked by the caller (the core is ready). */
-static CUresult pre_launch_on(uintptr_t key, CUstream s, int ptsz, launch_t *l, int dev) {
+static inline __attribute__((always_inline)) CUresult pre_launch_on(uintptr_t key, CUstream s,
+                                                                    int ptsz, launch_t *l,
+                                                                    int dev) {
     l->mode = L_PLAIN;
     if (dev == -2) {
         /* No current context. On a default stream the driver reports it. On an explicit stream
@@ -357,7 +363,9 @@ static inline __attribute__((always_inline)) int launch_fast(uintptr_t key) {
         return FAST_GO;
     }
     if (smp.f || h->meter.safety <= 1) return dev;
-    fstat_t *f = fstat_of(key);
+    /* Only a function at its home slot (almost all of them): no probe loop, no call here. */
+    fstat_t *f = &ftab[fstat_home(key)];
+    if (atomic_load_explicit(&f->key, memory_order_acquire) != key) return dev;
     int64_t est = atomic_load_explicit(&f->est_ns, memory_order_relaxed);
     uint32_t n = atomic_load_explicit(&f->launches, memory_order_relaxed);
     if (est <= 0 || h->meter.lease < est ||

@@ -19,7 +19,7 @@
 #include "tranche.h"
 
 void *tr_real[TR_SYM_COUNT];
-__thread tr_hot_t tr_hot __attribute__((tls_model("initial-exec")));
+__thread int tr_guard __attribute__((tls_model("initial-exec")));
 tr_config_t tr_cfg;
 
 static const char *const real_names[TR_SYM_COUNT] = {
@@ -191,19 +191,23 @@ int tr_dev_index(CUdevice dev) {
 
 /* The per-thread cache of the current context's slice index (its fast path is inline in
  * tranche.h); this is the lookup on a miss. */
+__thread CUcontext tr_cached_ctx __attribute__((tls_model("initial-exec")));
+__thread int tr_cached_idx __attribute__((tls_model("initial-exec")));
+__thread uint64_t tr_cached_epoch __attribute__((tls_model("initial-exec")));
 _Atomic uint64_t tr_ctx_epoch = 1;
+#define cached_ctx tr_cached_ctx
+#define cached_idx tr_cached_idx
+#define cached_epoch tr_cached_epoch
 
 void tr_ctx_gone(void) { atomic_fetch_add_explicit(&tr_ctx_epoch, 1, memory_order_release); }
 
 int tr_current_dev_index_slow(CUcontext ctx, uint64_t epoch) {
     CUdevice dev;
     if (REAL_FN(cuCtxGetDevice)(&dev) != CUDA_SUCCESS) return -1;
-    int idx = tr_dev_index(dev);
-    tr_hot.cached_idx = idx;
-    tr_hot.cached_whole = idx >= 0 && tr_cfg.devices[idx].compute_percent >= 100;
-    tr_hot.cached_ctx = ctx;
-    tr_hot.cached_epoch = epoch;
-    return idx;
+    cached_idx = tr_dev_index(dev);
+    cached_ctx = ctx;
+    cached_epoch = epoch;
+    return cached_idx;
 }
 
 TR_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion,

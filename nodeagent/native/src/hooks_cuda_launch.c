@@ -61,12 +61,8 @@ static uint32_t next_gap(void) {
     return SAMPLE_MIN + (uint32_t)(rng_state % SAMPLE_SPREAD);
 }
 
-static inline uint32_t fstat_home(uintptr_t key) {
-    return (uint32_t)((key * 0x9E3779B97F4A7C15ull) >> 40) & (FTAB_SIZE - 1);
-}
-
 static fstat_t *fstat_of(uintptr_t key) {
-    uint32_t h = fstat_home(key);
+    uint32_t h = (uint32_t)((key * 0x9E3779B97F4A7C15ull) >> 40) & (FTAB_SIZE - 1);
     for (uint32_t i = 0; i < 32; i++) {
         fstat_t *e = &ftab[(h + i) & (FTAB_SIZE - 1)];
         uintptr_t k = atomic_load_explicit(&e->key, memory_order_acquire);
@@ -97,9 +93,19 @@ typedef struct {
 
 static __thread sampler_t smp __attribute__((tls_model("initial-exec")));
 
-/* This thread's share of the books (see the header), in the thread's hot line (tranche.h). */
-#define mt (tr_hot.meter)
-static __thread int mt_registered __attribute__((tls_model("initial-exec"))); /* exit flush */
+/* This thread's share of the books (see the header): budget held, and counts not yet in the
+ * region, all for region device `dev` of the slot claim `owner`. */
+typedef struct {
+    uint32_t owner;
+    int dev;
+    int64_t lease;
+    uint64_t used;
+    uint32_t launches;
+    int registered; /* the thread-exit flush is registered */
+    uint32_t safety; /* metered launches of this thread until it samples, whatever the function */
+} meter_t;
+
+static __thread meter_t mt __attribute__((tls_model("initial-exec")));
 static pthread_key_t exit_key;
 static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
 
@@ -107,7 +113,6 @@ static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
 static void meter_flush(int all) {
     if (mt.owner != *tr_slot_owner) { /* another process's books, inherited: not ours */
         memset(&mt, 0, sizeof mt);
-        mt_registered = 0;
         return;
     }
     tr_device_t *d = &tr_region()->devices[mt.dev];
@@ -137,8 +142,8 @@ static void meter_switch(int dev) {
     mt.owner = *tr_slot_owner;
     mt.dev = dev;
     mt.safety = SAFETY_MIN + next_gap() * 8;
-    if (!mt_registered) {
-        mt_registered = 1;
+    if (!mt.registered) {
+        mt.registered = 1;
         tr_guard++; /* pthread_* may be the program's own: nothing of ours below it */
         pthread_once(&exit_once, make_exit_key);
         pthread_setspecific(exit_key, (void *)1);
@@ -242,12 +247,11 @@ typedef struct {
     fstat_t *f;
 } launch_t;
 
-/* Returns CUDA_SUCCESS to go ahead with the launch, or the error to return instead. `dev` is
- * tr_current_dev_index(), asked by the caller (the core is ready). */
-static inline __attribute__((always_inline)) CUresult pre_launch_on(uintptr_t key, CUstream s,
-                                                                    int ptsz, launch_t *l,
-                                                                    int dev) {
+/* Returns CUDA_SUCCESS to go ahead with the launch, or the error to return instead. */
+static CUresult pre_launch(uintptr_t key, CUstream s, int ptsz, launch_t *l) {
     l->mode = L_PLAIN;
+    if (!tr_ready()) return CUDA_ERROR_NOT_INITIALIZED;
+    int dev = tr_current_dev_index();
     if (dev == -2) {
         /* No current context. On a default stream the driver reports it. On an explicit stream
          * a driver launching a CUkernel would use the stream's context, and the launch would
@@ -308,12 +312,6 @@ static inline __attribute__((always_inline)) CUresult pre_launch_on(uintptr_t ke
     return CUDA_SUCCESS;
 }
 
-static CUresult pre_launch(uintptr_t key, CUstream s, int ptsz, launch_t *l) {
-    l->mode = L_PLAIN;
-    if (!tr_ready()) return CUDA_ERROR_NOT_INITIALIZED;
-    return pre_launch_on(key, s, ptsz, l, tr_current_dev_index());
-}
-
 static void post_launch(launch_t *l, CUresult r) {
     if (l->mode == L_PLAIN || r != CUDA_SUCCESS) return;
     if (REAL_FN(cuEventRecord)(smp.end, l->stream) != CUDA_SUCCESS) return;
@@ -331,106 +329,59 @@ static void post_launch(launch_t *l, CUresult r) {
     charge(&tr_region()->devices[l->dev], actual - smp.charged);
 }
 
-/* The common launch, decided inline in the hook with nothing kept across the driver's
- * cuCtxGetCurrent but the epoch (and the function): FAST_GO when it may go straight to the
- * driver with nothing to do after, counted and charged here exactly as pre_launch_on would:
- * the core is ready, the current context is the cached one (same context, no context gone
- * since), this thread's books are already that device's and not due for a flush, and either
- * the device has a 100 % share (counted) or the launch is metered and neither a sample is
- * outstanding or due (for the function or the thread) nor is the thread's lease short of the
- * function's estimate. Anything else (a book switch or flush, a poll, a sample, a wait for
- * budget, no context, a device outside the slice, the first launch) gives the current
- * context's slice index (or tr_current_dev_index's error) for pre_launch_on, or FAST_ASK when
- * the core is not ready yet: nothing has been done. A launch whose estimate exceeds a lease
- * (LEASE_NS: a 20 us kernel) always goes the slow way: it waits for the container's budget
- * and takes a lease of its own. */
-enum { FAST_GO = -100, FAST_ASK = -101 };
-static inline __attribute__((always_inline)) int launch_fast(uintptr_t key) {
-    if (!TR_LIKELY(atomic_load_explicit(&tr_init_ok, memory_order_acquire))) return FAST_ASK;
-    uint64_t epoch = atomic_load_explicit(&tr_ctx_epoch, memory_order_acquire);
-    CUcontext ctx = NULL;
-    if (REAL_FN(cuCtxGetCurrent)(&ctx) != CUDA_SUCCESS || !ctx) return -2;
-    tr_hot_t *h = &tr_hot;
-    if (!TR_LIKELY(ctx == h->cached_ctx && epoch == h->cached_epoch))
-        return tr_current_dev_index_slow(ctx, epoch);
-    int dev = h->cached_idx;
-    if (__builtin_expect(dev < 0 || h->meter.owner != *tr_slot_owner || h->meter.dev != dev ||
-                             !h->meter.owner || h->meter.launches >= FLUSH_EVERY - 1,
-                         0))
-        return dev;
-    if (TR_LIKELY(h->cached_whole)) {
-        h->meter.launches++;
-        return FAST_GO;
-    }
-    if (smp.f || h->meter.safety <= 1) return dev;
-    /* Only a function at its home slot (almost all of them): no probe loop, no call here. */
-    fstat_t *f = &ftab[fstat_home(key)];
-    if (atomic_load_explicit(&f->key, memory_order_acquire) != key) return dev;
-    int64_t est = atomic_load_explicit(&f->est_ns, memory_order_relaxed);
-    uint32_t n = atomic_load_explicit(&f->launches, memory_order_relaxed);
-    if (est <= 0 || h->meter.lease < est ||
-        n - atomic_load_explicit(&f->next_sample, memory_order_relaxed) < 0x80000000u)
-        return dev;
-    h->meter.launches++;
-    atomic_store_explicit(&f->launches, n + 1, memory_order_relaxed);
-    h->meter.safety--;
-    h->meter.lease -= est;
-    h->meter.used += (uint64_t)est;
-    return FAST_GO;
-}
-
-/* The rest of the way for a launch launch_fast did not let go: TR_LAUNCH_GO when it needs
- * nothing after the driver returns (neither sampled nor timed), else pre_launch's answer. Out
- * of line, so the hook keeps its arguments across one call of its own besides the driver's. */
-#define TR_LAUNCH_GO ((CUresult)-1)
-__attribute__((noinline)) static CUresult launch_enter(uintptr_t key, CUstream s, int ptsz,
-                                                       launch_t *l, int fast) {
-    CUresult pre = fast == FAST_ASK ? pre_launch(key, s, ptsz, l)
-                                    : pre_launch_on(key, s, ptsz, l, fast);
-    return pre == CUDA_SUCCESS && TR_LIKELY(l->mode == L_PLAIN) ? TR_LAUNCH_GO : pre;
-}
-
-/* A launch neither sampled nor timed is a tail call to the driver (a driver re-entering an
- * exported launch from inside it would be counted twice: billed more, never less); a sampled
- * one runs with the guard up, so a re-entered launch is not charged twice. */
-#define LAUNCH_HOOK(sym, PARAMS, ARGS, key, stream, ptsz)                                        \
-    TR_EXPORT CUresult sym(PARAMS) {                                                           \
-        if (tr_guard) return REAL_FN(sym)(ARGS);                                               \
-        int fast = launch_fast((uintptr_t)(key));                                              \
-        if (TR_LIKELY(fast == FAST_GO)) return REAL_FN(sym)(ARGS);                             \
+#define LAUNCH_HOOK(sym, key, stream, ptsz, ...)                                               \
+    do {                                                                                       \
+        if (tr_guard) return REAL_FN(sym)(__VA_ARGS__);                                        \
         launch_t l;                                                                            \
-        CUresult pre = launch_enter((uintptr_t)(key), (stream), (ptsz), &l, fast);             \
-        if (TR_LIKELY(pre == TR_LAUNCH_GO)) return REAL_FN(sym)(ARGS);                         \
+        CUresult pre = pre_launch((uintptr_t)(key), (stream), (ptsz), &l);                     \
         if (pre != CUDA_SUCCESS) return pre;                                                   \
-        tr_guard++;                                                                            \
-        CUresult r = REAL_FN(sym)(ARGS);                                                       \
+        /* Neither sampled nor timed: nothing is left to do after the driver returns, so it is   \
+         * a tail call (a driver re-entering an exported launch from inside it would be counted  \
+         * twice: billed more, never less). */                                                  \
+        if (TR_LIKELY(l.mode == L_PLAIN)) return REAL_FN(sym)(__VA_ARGS__);                    \
+        tr_guard++; /* a sampled launch re-entered by the driver is not charged twice */       \
+        CUresult r = REAL_FN(sym)(__VA_ARGS__);                                                \
         tr_guard--;                                                                            \
         post_launch(&l, r);                                                                    \
         return r;                                                                              \
-    }
+    } while (0)
 
-#define P(...) __VA_ARGS__
 #define KERNEL_ARGS f, gx, gy, gz, bx, by, bz, shmem, hStream, kernelParams, extra
 #define KERNEL_PARAMS                                                                          \
     CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,          \
         unsigned int by, unsigned int bz, unsigned int shmem, CUstream hStream,                \
         void **kernelParams, void **extra
-LAUNCH_HOOK(cuLaunchKernel, P(KERNEL_PARAMS), P(KERNEL_ARGS), f, hStream, 0)
-LAUNCH_HOOK(cuLaunchKernel_ptsz, P(KERNEL_PARAMS), P(KERNEL_ARGS), f, hStream, 1)
+
+TR_EXPORT CUresult cuLaunchKernel(KERNEL_PARAMS) {
+    LAUNCH_HOOK(cuLaunchKernel, f, hStream, 0, KERNEL_ARGS);
+}
+TR_EXPORT CUresult cuLaunchKernel_ptsz(KERNEL_PARAMS) {
+    LAUNCH_HOOK(cuLaunchKernel_ptsz, f, hStream, 1, KERNEL_ARGS);
+}
 
 #define COOP_ARGS f, gx, gy, gz, bx, by, bz, shmem, hStream, kernelParams
 #define COOP_PARAMS                                                                            \
     CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,          \
         unsigned int by, unsigned int bz, unsigned int shmem, CUstream hStream,                \
         void **kernelParams
-LAUNCH_HOOK(cuLaunchCooperativeKernel, P(COOP_PARAMS), P(COOP_ARGS), f, hStream, 0)
-LAUNCH_HOOK(cuLaunchCooperativeKernel_ptsz, P(COOP_PARAMS), P(COOP_ARGS), f, hStream, 1)
 
-#define EX_ARGS config, f, kernelParams, extra
-#define EX_PARAMS const CUlaunchConfig *config, CUfunction f, void **kernelParams, void **extra
-LAUNCH_HOOK(cuLaunchKernelEx, P(EX_PARAMS), P(EX_ARGS), f, config ? config->hStream : NULL, 0)
-LAUNCH_HOOK(cuLaunchKernelEx_ptsz, P(EX_PARAMS), P(EX_ARGS), f, config ? config->hStream : NULL,
-            1)
+TR_EXPORT CUresult cuLaunchCooperativeKernel(COOP_PARAMS) {
+    LAUNCH_HOOK(cuLaunchCooperativeKernel, f, hStream, 0, COOP_ARGS);
+}
+TR_EXPORT CUresult cuLaunchCooperativeKernel_ptsz(COOP_PARAMS) {
+    LAUNCH_HOOK(cuLaunchCooperativeKernel_ptsz, f, hStream, 1, COOP_ARGS);
+}
+
+TR_EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f,
+                                    void **kernelParams, void **extra) {
+    LAUNCH_HOOK(cuLaunchKernelEx, f, config ? config->hStream : NULL, 0, config, f,
+                kernelParams, extra);
+}
+TR_EXPORT CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f,
+                                         void **kernelParams, void **extra) {
+    LAUNCH_HOOK(cuLaunchKernelEx_ptsz, f, config ? config->hStream : NULL, 1, config, f,
+                kernelParams, extra);
+}
 
 /* A graph launch may also back the graph's memory-allocation nodes: charged around the call
  * (hooks_cuda_graph.c), refused with CUDA_ERROR_OUT_OF_MEMORY over the cap. */

@@ -28,29 +28,8 @@ extern void *tr_real[TR_SYM_COUNT];
 /* Typed pointer to the real implementation of sym (declared by cuda.h / nvml.h). */
 #define REAL_FN(sym) ((__typeof__(&sym))tr_real[TR_##sym])
 
-/* This thread's share of a launch's books (hooks_cuda_launch.c): budget held, and counts not
- * yet in the region, all for region device `dev` of the slot claim `owner`. */
-typedef struct {
-    uint32_t owner;
-    int dev;
-    uint32_t launches;
-    uint32_t safety; /* metered launches of this thread until it samples, whatever the function */
-    int64_t lease;
-    uint64_t used;
-} tr_meter_t;
-
-/* What every launch reads of its thread, in one cache line and behind one TLS offset (each
- * initial-exec variable of its own costs a load of its offset from the GOT). */
-typedef struct {
-    int guard; /* >0 while this thread runs inside the library: nested calls go to the driver */
-    int cached_idx;         /* tr_current_dev_index's cache, see below */
-    CUcontext cached_ctx;
-    uint64_t cached_epoch;
-    int cached_whole;       /* cached_idx is a device with a 100 % compute share */
-    tr_meter_t meter;
-} __attribute__((aligned(64))) tr_hot_t;
-extern __thread tr_hot_t tr_hot __attribute__((tls_model("initial-exec")));
-#define tr_guard (tr_hot.guard)
+/* >0 while this thread runs inside the library: nested calls go straight to the driver. */
+extern __thread int tr_guard __attribute__((tls_model("initial-exec")));
 
 extern tr_config_t tr_cfg;
 /* 1 when config and region are in place; 0 means fail closed. Runs init on first use. The
@@ -69,6 +48,9 @@ int tr_dev_index(CUdevice dev);
  * of the current context's slice index: a context's address can come back as another
  * device's context once it is destroyed, so the cache is also keyed by the count of contexts
  * gone (bumped by every destroy, release to zero and reset). */
+extern __thread CUcontext tr_cached_ctx __attribute__((tls_model("initial-exec")));
+extern __thread int tr_cached_idx __attribute__((tls_model("initial-exec")));
+extern __thread uint64_t tr_cached_epoch __attribute__((tls_model("initial-exec")));
 extern _Atomic uint64_t tr_ctx_epoch;
 int tr_current_dev_index_slow(CUcontext ctx, uint64_t epoch);
 int tr_dev_uuid(CUdevice dev, char *out, size_t len);
@@ -83,8 +65,7 @@ static inline int tr_current_dev_index(void) {
     uint64_t epoch = atomic_load_explicit(&tr_ctx_epoch, memory_order_acquire);
     CUcontext ctx = NULL;
     if (REAL_FN(cuCtxGetCurrent)(&ctx) != CUDA_SUCCESS || !ctx) return -2;
-    if (TR_LIKELY(ctx == tr_hot.cached_ctx && epoch == tr_hot.cached_epoch))
-        return tr_hot.cached_idx;
+    if (TR_LIKELY(ctx == tr_cached_ctx && epoch == tr_cached_epoch)) return tr_cached_idx;
     return tr_current_dev_index_slow(ctx, epoch);
 }
 

@@ -142,3 +142,31 @@ def test_launches_of_threads_that_ended_are_in_the_region(box: GpuBox) -> None:
         assert abs(dev.compute_used_ns - device_ns) < 0.1 * device_ns, dev.compute_used_ns
     finally:
         p.communicate(timeout=30)
+
+
+@pytest.mark.parametrize(("percent", "threads", "launches"), [(50, 1, 4000), (100, 4, 1000)])
+def test_short_launches_are_counted_and_charged_whole(
+    box: GpuBox, percent: int, threads: int, launches: int
+) -> None:
+    """5 us kernels, shorter than a budget lease (20 us): at 50 % most launches are charged on
+    the hook's fast path (from the thread's lease), at 100 % all but one in 64 are only
+    counted there. Every launch is in the region's count, and at 50 % the charged time is the
+    device time they took."""
+    c = box.container(f"short{percent}", [(0, 1 * GiB, percent)])
+    p = box.start(c, "threads", str(threads), str(launches), "5000")
+    try:
+        assert p.stdout is not None
+        line = p.stdout.readline()
+        total = threads * launches
+        assert line.split() == ["threads", "launched", str(total)], line + (
+            p.stderr.read() if p.stderr else ""
+        )
+        dev = region.read_region(c.region_dir).devices[0]
+        assert dev.launches == total
+        if percent < 100:
+            device_ns = total * 5000
+            assert abs(dev.compute_used_ns - device_ns) < 0.1 * device_ns, dev.compute_used_ns
+        else:
+            assert dev.compute_used_ns == 0  # a whole GPU: counted, not metered
+    finally:
+        p.communicate(timeout=30)

@@ -97,7 +97,15 @@ def test_killed_agent_leaves_nothing_and_its_restart_adopts_the_claim(
     ns, name = pod_in(["check"], env={"SAMPLE_ALLOC_MIB": "1024"})
     wait_for(lambda: "computing with 1024 MiB" in logs(api, ns, name), 90,
              lambda: describe_pod(api, ns, name) + real_node.log_tail())  # fmt: skip
-    pod = core.read_namespaced_pod(name, ns)
+
+    def started() -> client.V1Pod | None:
+        """The pod once the API holds its container's id (the kubelet's status write can
+        follow the container's first log lines)."""
+        pod = core.read_namespaced_pod(name, ns)
+        statuses = pod.status.container_statuses or []
+        return pod if statuses and statuses[0].container_id else None
+
+    pod = wait_for(started, 30, lambda: describe_pod(api, ns, name))
     container_id = pod.status.container_statuses[0].container_id
     in_pod = _pod_pids(real_node.paths, pod.metadata.uid)
     assert in_pod, f"no process found in the cgroup of pod {pod.metadata.uid}"

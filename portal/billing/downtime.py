@@ -53,8 +53,12 @@ def sync_outages(namespace: str | None = None, project_ids: list[int] | None = N
     opened = 0
     for event in events.select_related("project").order_by("occurred_at", "pk"):
         covered = SliceOutage.objects.filter(project_id=event.project_id, pod_name=event.pod_name)
-        if covered.filter(Q(ended_at__isnull=True) | Q(ended_at__gte=event.occurred_at)).exists():
-            continue  # a second fatal event of the same failure (XID, then "stops answering")
+        # A second fatal event of the same failure (XID, then "stops answering") opens nothing.
+        # An outage's end is its replacement's Running time in whole seconds (the containers
+        # started up to a second later): an event within that second may precede the real end.
+        since = event.occurred_at - timedelta(seconds=1)
+        if covered.filter(Q(ended_at__isnull=True) | Q(ended_at__gt=since)).exists():
+            continue
         record = _claim_of(event)
         if record is None:
             continue

@@ -243,3 +243,31 @@ def test_sla_admin_validates_and_audits(world, client_of) -> None:
         "target_percent": "99.900",
         "tiers": [["99.900", "10.000"], ["99.000", "25.000"]],
     }
+
+
+@pytest.mark.django_db(transaction=True)  # the watcher's hook closes its connection
+def test_a_second_event_in_the_replacements_running_second_opens_nothing(world) -> None:
+    """XID 79, the replacement Running (whole seconds: 10:42:08 for a start at 10:42:08.x),
+    then the same failure's "stops answering" event at 10:42:08.4 naming the old pod again:
+    one outage, ended, not a second one open until the month's end (the fresh-clone CI's
+    failure of the real-node credit test)."""
+    product = world.products[CLASS]
+    a = world.project_a
+    place_at(world.membership(world.owner), a, product, 1, utc(2026, 10, 20))
+    claim = _slice(a, product, "llm-a")
+    UsageRecord.objects.filter(project=a).update(released_at=utc(2026, 11, 10, 10, 43))
+    running = _pod(a.namespace, "llm-a-new", FAILED, FAILED.replace(second=8))
+    later = FAILED.replace(second=8, microsecond=400_000)
+    for ts, text, xid in ((FAILED, "GPU has fallen off the bus", 79),
+                          (later, "GPU stopped answering NVML", None)):  # fmt: skip
+        if xid is None:  # the replacement runs before the second event arrives
+            observe_pod("MODIFIED", running)
+        event = HealthEvent(ts.timestamp(), GPU, Severity.FATAL, text, xid)
+        record_health(NODE, [
+            {"kind": k, "ts": event.ts, "namespace": ns, "subject": s, "detail": d, **extra}
+            for k, ns, s, d, extra in findings_for(event, NODE, [claim], lambda pid: None)
+        ])  # fmt: skip
+    observe_pod("MODIFIED", running)
+    services.preview_lines(world.org_a, 2026, 11)  # opens what the month's bills would
+    (outage,) = SliceOutage.objects.all()
+    assert (outage.pod_name, outage.ended_at) == ("llm-a", FAILED.replace(second=8))

@@ -243,3 +243,13 @@ def test_sla_admin_validates_and_audits(world, client_of) -> None:
         "target_percent": "99.900",
         "tiers": [["99.900", "10.000"], ["99.000", "25.000"]],
     }
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_running_pod_with_no_outage_pending_costs_one_query(world, django_assert_num_queries):
+    """The watcher calls the hook for every event of every running pod: with no open outage and
+    no failure event to open one in the namespace, it asks one question and ends nothing."""
+    pod = _pod(world.project_a.namespace, "llm-a", utc(2026, 11, 1), utc(2026, 11, 1, 0, 1))
+    with django_assert_num_queries(1):
+        observe_pod("MODIFIED", pod)
+    assert not SliceOutage.objects.exists()

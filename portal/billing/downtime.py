@@ -20,7 +20,7 @@ import math
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Q
 
 from portal.agents.models import GpuHealthEvent
@@ -78,6 +78,27 @@ def sync_outages(namespace: str | None = None, project_ids: list[int] | None = N
     return opened
 
 
+def _pending(namespace: str) -> bool:
+    """Whether the namespace is a project's with an open outage or a failure event that has not
+    opened one yet (what `sync_outages(namespace)` would open). The watcher asks this for every
+    event of every running pod and nearly always the answer is no: one query, written out
+    because the ORM took 4 ms of the watcher's CPU to compile it (the four queries it replaces
+    cost 7.6 ms an event, and the watcher's CPU 35 to 40 % more than at 7382faa)."""
+    sql = f"""
+        SELECT EXISTS (
+          SELECT 1 FROM {Project._meta.db_table} p WHERE p.namespace = %s AND (
+            EXISTS (SELECT 1 FROM {SliceOutage._meta.db_table} o
+                    WHERE o.project_id = p.id AND o.ended_at IS NULL)
+            OR EXISTS (SELECT 1 FROM {GpuHealthEvent._meta.db_table} e
+                       WHERE e.kind = 'pod-gpu-failed' AND e.namespace = %s
+                         AND e.project_id IS NOT NULL
+                         AND NOT EXISTS (SELECT 1 FROM {SliceOutage._meta.db_table} s
+                                         WHERE s.health_event_id = e.id))))"""  # noqa: S608
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [namespace, namespace])
+        return bool(cursor.fetchone()[0])
+
+
 def observe_running(
     namespace: str,
     pod_name: str,
@@ -89,7 +110,7 @@ def observe_running(
     oldest open outage of its project and product that began before the pod was created (it is
     a replacement, not a pod that ran through the failure). Returns how many it ended (0, 1)."""
     classes = list(device_classes)
-    if not classes or not Project.objects.filter(namespace=namespace).exists():
+    if not classes or not _pending(namespace):
         return 0
     sync_outages(namespace)
     mine = SliceOutage.objects.filter(project__namespace=namespace)

@@ -14,7 +14,6 @@ from django.utils import timezone
 from portal.catalog.models import Product
 from portal.tenants.models import Organization, Project
 from tranche import orders
-from tranche.orders import OPEN_ORDER_STATES
 
 MAX_SLICES_PER_PRODUCT = 16
 
@@ -100,10 +99,6 @@ class Order(models.Model):
 
     def __str__(self) -> str:
         return f"Order #{self.pk} {self.kind} {self.product.device_class} → {self.quantity}"
-
-    @property
-    def is_open(self) -> bool:
-        return self.state in OPEN_ORDER_STATES
 
     @property
     def prorata_gross(self) -> Decimal:

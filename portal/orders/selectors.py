@@ -63,10 +63,6 @@ class Quote:
         return -self.prorata_gross
 
     @property
-    def unit_monthly_gross(self) -> Decimal:
-        return gross(self.unit_monthly_price, self.tax_rate_percent)
-
-    @property
     def monthly_total_gross(self) -> Decimal:
         return gross(self.monthly_total, self.tax_rate_percent)
 

@@ -271,3 +271,13 @@ def test_a_second_event_in_the_replacements_running_second_opens_nothing(world) 
     services.preview_lines(world.org_a, 2026, 11)  # opens what the month's bills would
     (outage,) = SliceOutage.objects.all()
     assert (outage.pod_name, outage.ended_at) == ("llm-a", FAILED.replace(second=8))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_running_pod_with_no_outage_pending_costs_one_query(world, django_assert_num_queries):
+    """The watcher calls the hook for every event of every running pod: with no open outage and
+    no failure event to open one in the namespace, it asks one question and ends nothing."""
+    pod = _pod(world.project_a.namespace, "llm-a", utc(2026, 11, 1), utc(2026, 11, 1, 0, 1))
+    with django_assert_num_queries(1):
+        observe_pod("MODIFIED", pod)
+    assert not SliceOutage.objects.exists()

@@ -11,6 +11,7 @@ cluster) repairs it.
 from __future__ import annotations
 
 import logging
+import threading
 from datetime import UTC, datetime
 from typing import Any
 
@@ -23,30 +24,79 @@ log = logging.getLogger(__name__)
 CLAIMS_PATH = "/apis/resource.k8s.io/v1/resourceclaims"
 
 
-def meter_claim_event(kind: str, claim: dict[str, Any], replaying: bool = False) -> None:
-    """Open or close the claim's usage record (idempotent), then remember the event's version
-    as the ledger's checkpoint; never raises."""
+class ClaimsCheckpoint:
+    """The claims resourceVersion the ledger has followed, kept by the watcher and saved by its
+    flusher (`save`, at most once a flush) rather than with every event: an upsert per claim
+    event was the watcher's dearest write at scale. A checkpoint behind by a flush costs a
+    restarted watcher a replay of events the ledger already holds, and folding one again
+    changes nothing (`portal.cluster.ledger` is idempotent)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._followed = ""
+        self._saved = ""
+
+    def advance(self, resource_version: str) -> None:
+        """The ledger holds every claim change up to `resource_version` (one stream's order)."""
+        if resource_version:
+            with self._lock:
+                self._followed = resource_version
+
+    def save(self) -> bool:
+        """Store the version followed if it moved since the last save; never raises (kept for
+        the next save). Returns whether it stored one."""
+        with self._lock:
+            version = self._followed
+        if not version or version == self._saved:
+            return False
+        try:  # on the flusher's own connection, which it keeps between flushes
+            store.save_claims_checkpoint(version)
+        except Exception:  # the database may be restarting: the next flush saves it
+            log.exception("ledger: could not save the claims checkpoint %s", version)
+            store.release_connection()
+            return False
+        self._saved = version
+        return True
+
+
+def meter_claim_event(
+    kind: str,
+    claim: dict[str, Any],
+    checkpoint: ClaimsCheckpoint | None = None,
+    replaying: bool = False,
+) -> None:
+    """Open or close the claim's usage record (idempotent); once it is recorded, the event's
+    version advances `checkpoint`. Never raises."""
     version = (claim.get("metadata") or {}).get("resourceVersion", "")
     fact = observed_claim(claim)
     try:
-        store.record_claim_event(ClaimEvent(kind, fact, version), replaying=replaying)
+        store.record_claim_event(ClaimEvent(kind, fact), replaying=replaying)
     except Exception:  # the database may be restarting: the next resync repairs the ledger
         log.exception("ledger: could not record %s of claim %s/%s", kind, fact.namespace, fact.name)
+        return
     finally:
         store.release_connection()
+    if checkpoint is not None:
+        checkpoint.advance(version)
 
 
 def meter_claims_listed(
-    claims: list[dict[str, Any]], listed_at: datetime, resource_version: str | None = None
+    claims: list[dict[str, Any]],
+    listed_at: datetime,
+    resource_version: str = "",
+    checkpoint: ClaimsCheckpoint | None = None,
 ) -> None:
     """Reconcile the ledger with a full LIST of claims sent at `listed_at` (at
-    `resource_version`, then the ledger's checkpoint); never raises."""
+    `resource_version`: it then advances `checkpoint`); never raises."""
     try:
-        store.resync_claims(map(observed_claim, claims), listed_at, resource_version or "")
+        store.resync_claims(map(observed_claim, claims), listed_at)
     except Exception:
         log.exception("ledger: resync from %d listed claims failed", len(claims))
+        return
     finally:
         store.release_connection()
+    if checkpoint is not None:
+        checkpoint.advance(resource_version)
 
 
 def claims_checkpoint() -> str | None:

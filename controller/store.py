@@ -89,20 +89,19 @@ def record_pod_running(fact: PodRunning) -> None:
 
 
 def record_claim_event(event: ClaimEvent, replaying: bool = False) -> None:
-    """Open or close the claim's ledger record, then remember the event's resourceVersion as
-    the ledger's checkpoint."""
+    """Open or close the claim's ledger record."""
     ledger.record_claim(event.kind, event.claim, replaying=replaying)
-    ledger.save_checkpoint(event.resource_version, CLAIMS_STREAM)
 
 
-def resync_claims(
-    claims: Iterable[ObservedClaim], listed_at: datetime, resource_version: str = ""
-) -> dict[str, int]:
-    """Make the ledger agree with a full LIST of claims sent at `listed_at` (at
-    `resource_version`, then the ledger's checkpoint)."""
-    result = ledger.resync_claims(claims, listed_at)
+def resync_claims(claims: Iterable[ObservedClaim], listed_at: datetime) -> dict[str, int]:
+    """Make the ledger agree with a full LIST of claims sent at `listed_at`."""
+    return ledger.resync_claims(claims, listed_at)
+
+
+def save_claims_checkpoint(resource_version: str) -> None:
+    """Remember the claims resourceVersion the ledger has followed (a started watcher replays
+    the history since)."""
     ledger.save_checkpoint(resource_version, CLAIMS_STREAM)
-    return result
 
 
 def beat_watcher(process: str) -> None:

@@ -92,11 +92,10 @@ class ObservedClaim:
 
 @dataclass(frozen=True)
 class ClaimEvent:
-    """One watch event of a claim: ADDED, MODIFIED or DELETED, and at which resourceVersion."""
+    """One watch event of a claim: ADDED, MODIFIED or DELETED."""
 
     kind: str
     claim: ObservedClaim
-    resource_version: str = ""
 
 
 @dataclass(frozen=True)

@@ -56,6 +56,7 @@ class Watcher:
         self.flush_interval = flush_interval
         self.state = ClusterState()
         self.writer = UsageWriter(self.state)
+        self.checkpoint = metering.ClaimsCheckpoint()  # saved by the flusher
         self.stop = threading.Event()
         self.streams = {
             name: ResourceStream(
@@ -75,7 +76,9 @@ class Watcher:
                 downtime.observe_pod("ADDED", pod)
         if name == "claims":  # the billing ledger follows claims (controller/metering.py)
             stream = self.streams[name]
-            metering.meter_claims_listed(items, stream.listed_at, stream.resource_version)
+            metering.meter_claims_listed(
+                items, stream.listed_at, stream.resource_version or "", self.checkpoint
+            )
 
     def replay_claims(self) -> int:
         """Before the first relist: feed the ledger the claims' own history since the last
@@ -89,7 +92,7 @@ class Watcher:
 
         def feed(kind: str, obj: dict[str, Any]) -> None:
             fed.append(kind)
-            metering.meter_claim_event(kind, obj, replaying=True)
+            metering.meter_claim_event(kind, obj, self.checkpoint, replaying=True)
 
         replay = ResourceStream(self.api, "claims", on_list=lambda items: None, on_event=feed)
         try:
@@ -104,7 +107,7 @@ class Watcher:
     def _event(self, name: str, kind: str, obj: dict[str, Any]) -> None:
         self.state.apply(name, kind, obj)
         if name == "claims":
-            metering.meter_claim_event(kind, obj)
+            metering.meter_claim_event(kind, obj, self.checkpoint)
         elif name == "pods":
             downtime.observe_pod(kind, obj)
 
@@ -142,8 +145,10 @@ class Watcher:
                 except Exception as exc:  # the database may be restarting; dirty marks are kept
                     delay = backoff.next_delay()
                     log.warning("flush failed (%s); retrying in %.1fs", exc, delay)
+                self.checkpoint.save()
                 self.stop.wait(delay)
         finally:
+            self.checkpoint.save()  # what the ledger followed up to the stop
             self.writer.close()
 
     def start(self) -> list[threading.Thread]:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from controller import desired, metering
 from controller.observe import observed_claim
 from portal.billing.selectors import slice_seconds
 from portal.cluster import ledger
@@ -190,3 +192,33 @@ def test_the_billing_page_shows_estimated_use(world, client_of) -> None:
     resync_claims([], listed_at=now + timedelta(seconds=60), now=now + timedelta(seconds=1))
     body = client_of(world.owner).get(reverse("billing", args=[world.org_a.pk])).content.decode()
     assert "(estimated)" in body
+
+
+@pytest.mark.django_db(transaction=True)  # the watcher's hooks close their connection
+def test_the_claims_checkpoint_is_saved_once_a_flush_not_once_an_event(
+    world, django_assert_num_queries
+) -> None:
+    """Ten claim events, then the flusher's save: the ledger holds all ten and the checkpoint
+    the last one's version, written by one query; a save with nothing new writes nothing, and
+    an event the ledger could not record does not move the checkpoint past it."""
+    ns = world.project_a.namespace
+    checkpoint = metering.ClaimsCheckpoint()
+    for i in range(10):
+        obj = claim(ns, f"u{i}", T0)
+        obj["metadata"]["resourceVersion"] = str(100 + i)
+        metering.meter_claim_event("ADDED", obj, checkpoint)
+    assert desired.claims_checkpoint() is None  # nothing saved with the events
+    assert UsageRecord.objects.filter(project=world.project_a).count() == 10
+    with CaptureQueriesContext(connection) as saved:
+        assert checkpoint.save()
+    statements = [q["sql"] for q in saved.captured_queries if q["sql"] not in ("BEGIN", "COMMIT")]
+    (upsert,) = statements
+    assert "ON CONFLICT" in upsert
+    assert desired.claims_checkpoint() == "109"
+    with django_assert_num_queries(0):
+        assert not checkpoint.save()
+    broken = claim(ns, "u" * 65, T0)  # longer than a uid: PostgreSQL refuses the record
+    broken["metadata"]["resourceVersion"] = "110"
+    metering.meter_claim_event("ADDED", broken, checkpoint)
+    assert not checkpoint.save()
+    assert desired.claims_checkpoint() == "109"

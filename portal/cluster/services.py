@@ -138,9 +138,16 @@ def _publish(project_id: int, keys: Iterable[tuple[str, str]]) -> None:
     layer = get_channel_layer()
     if layer is None:
         return
-    for namespace, name in keys:
-        event = PodClusterEvent(type="pod.cluster", namespace=namespace, pod=name)
-        async_to_sync(layer.group_send)(project_group(project_id), event)
+    group = project_group(project_id)
+    events = [PodClusterEvent(type="pod.cluster", namespace=ns, pod=name) for ns, name in keys]
+
+    async def send_all() -> None:
+        for event in events:
+            await layer.group_send(group, event)
+
+    # one trip into the event loop for the flush's rows, not one each: a sync-to-async call was
+    # the watcher's dearest step after the database (14 % of its samples at 1,024 slices)
+    async_to_sync(send_all)()
 
 
 def record_namespace(view: NamespaceView) -> bool:

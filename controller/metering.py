@@ -26,8 +26,8 @@ CLAIMS_PATH = "/apis/resource.k8s.io/v1/resourceclaims"
 
 class ClaimsCheckpoint:
     """The claims resourceVersion the ledger has followed, kept by the watcher and saved by its
-    flusher (`save`, at most once a flush) rather than with every event: an upsert per claim
-    event was the watcher's dearest write at scale. A checkpoint behind by a flush costs a
+    flusher (`save`, at most once a flush) rather than with every event, which would make it
+    the watcher's most frequent write. A checkpoint behind by a flush costs a
     restarted watcher a replay of events the ledger already holds, and folding one again
     changes nothing (`portal.cluster.ledger` is idempotent)."""
 

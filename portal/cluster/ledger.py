@@ -171,7 +171,7 @@ def save_checkpoint(resource_version: str, stream: str = "claims") -> None:
             [MeteringCheckpoint(stream=stream, resource_version=resource_version)],
             update_conflicts=True,
             unique_fields=["stream"],
-            update_fields=["resource_version", "updated_at"],
+            update_fields=["resource_version"],
         )
 
 

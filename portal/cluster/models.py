@@ -131,7 +131,6 @@ class MeteringCheckpoint(models.Model):
 
     stream = models.CharField(max_length=32, unique=True)
     resource_version = models.CharField(max_length=64)
-    updated_at = models.DateTimeField(auto_now=True)
 
     def __str__(self) -> str:
         return f"{self.stream} at {self.resource_version}"

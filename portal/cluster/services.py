@@ -145,8 +145,8 @@ def _publish(project_id: int, keys: Iterable[tuple[str, str]]) -> None:
         for event in events:
             await layer.group_send(group, event)
 
-    # one trip into the event loop for the flush's rows, not one each: a sync-to-async call was
-    # the watcher's dearest step after the database (14 % of its samples at 1,024 slices)
+    # one trip into the event loop for the flush's rows, not one each: a sync-to-async call
+    # costs far more than the send it wraps
     async_to_sync(send_all)()
 
 

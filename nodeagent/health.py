@@ -351,9 +351,13 @@ class HealthMonitor:
     def _fail(self, uuid: str, verdict: Verdict, xid: int | None) -> None:
         now = self.clock()
         with self._lock:
-            first = uuid not in self._unhealthy
-            if first:  # the first cause names the taint; later ones do not move its time
-                self._unhealthy[uuid] = Unhealthy(uuid, now, verdict, xid)
+            held = self._unhealthy.get(uuid)
+            # The first cause names the taint and its time; later ones change neither. But a
+            # GPU that falls off the bus stops answering at once, and the poll can see that
+            # before the XID saying why: that XID names the taint, at the first time.
+            if held is None or (held.verdict is LOST and xid is not None):
+                since = now if held is None else held.since
+                self._unhealthy[uuid] = Unhealthy(uuid, since, verdict, xid)
                 self._save()
         log.error("GPU %s unhealthy: %s (XID %s)", uuid, verdict.meaning, xid)
         self._record(HealthEvent(now, uuid, Severity.FATAL, verdict.meaning, xid))

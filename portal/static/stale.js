@@ -7,7 +7,13 @@
   const table = document.getElementById("pods");
   if (!table) return;
   const lateAfter = Number(table.dataset.lateAfter || 3);
-  const skew = Date.now() / 1000 - Number(table.dataset.now || Date.now() / 1000);
+  // data-now is the portal's clock when it rendered the page, which is when the page's first
+  // byte reached the browser; now (after the page loaded and this deferred script ran) would
+  // count the load time as skew and read every age that much too young.
+  const nav = performance.getEntriesByType?.("navigation")?.[0];
+  const arrived = nav?.responseStart
+    ? (performance.timeOrigin + nav.responseStart) / 1000 : Date.now() / 1000;
+  const skew = table.dataset.now ? arrived - Number(table.dataset.now) : 0;
   const seen = JSON.parse(table.dataset.seen || "{}");
   const portalNow = () => Date.now() / 1000 - skew;
 

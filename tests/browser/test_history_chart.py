@@ -1,4 +1,4 @@
-"""The live page's charts (uPlot, vendored) in chromium against a real daphne: a pod's history
+"""The live page's charts (uPlot, vendored) in chromium against real uvicorn: a pod's history
 and its agent's reports become points with axes, units and hover values; a new pod's chart
 appears with its first report, grows with each one, and its memory bar moves when the
 workload allocates; a pod its node stops reporting has its chart folded away.

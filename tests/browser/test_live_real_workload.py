@@ -1,6 +1,6 @@
 """The live page's chart and gauges for a real workload: the sample tenant image on the dev
 cluster's real node (kubelet, containerd, runc; our DRA plugin and CDI spec), measured by the
-interception core and reported by the real node agent streaming to a real daphne.
+interception core and reported by the real node agent streaming to real uvicorn.
 
 The tenant's project is ordered and reconciled for real; the watcher (in-process, as
 `controller.watch` runs it) binds the pod to its node; the pod allocates 1 GiB steps 5 s apart

@@ -1,6 +1,6 @@
 """The live page in chromium follows one pod through what the cluster says about it, without a
 reload: Pending (capacity busy) → Running → OOMKilled. The facts enter the way the watcher hands
-them to the portal (`record_namespace`), through the Redis channel layer to a real daphne."""
+them to the portal (`record_namespace`), through the Redis channel layer to real uvicorn."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The live status page in chromium against a real daphne (websockets need ASGI; pytest-django's
+"""The live status page in chromium against real uvicorn (websockets need ASGI; pytest-django's
 live_server is WSGI-only), the Redis channel layer and the test database: a pod reported by a
 node agent over /ws/agent/ appears in the open page without a reload, then disappears; when the
 server goes away the page says so and keeps retrying."""

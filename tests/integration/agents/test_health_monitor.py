@@ -28,6 +28,11 @@ def _fault(sim, *args: object) -> None:
     subprocess.run([str(SIMGPU_DIR / "simgpu-fault"), *map(str, args)], env=env, check=True)
 
 
+def _cause(monitor, gpu):
+    held = monitor.unhealthy().get(gpu.uuid)
+    return held if held is not None and held.xid is not None else None
+
+
 def test_faults_become_health_and_recovery_clears_them(sim_nvml):
     gpus = [v100(0), v100(1)]
     woke = threading.Event()
@@ -43,7 +48,9 @@ def test_faults_become_health_and_recovery_clears_them(sim_nvml):
 
         woke.clear()
         _fault(sim_nvml, "xid", 1, 79)
-        bad = wait_for(lambda: monitor.unhealthy().get(gpus[1].uuid), 5, "GPU 1 unhealthy")
+        # The GPU stops answering and its XID arrives; whichever the agent sees first, the
+        # XID names the taint (a lost GPU seen first gives way to its cause).
+        bad = wait_for(lambda: _cause(monitor, gpus[1]), 5, "GPU 1 unhealthy with its XID")
         assert (bad.xid, bad.verdict.taint_value) == (79, "xid-79")
         assert woke.wait(1)
         lost = "GPU stopped answering NVML"

@@ -53,3 +53,19 @@ def test_gpus_gone_and_unreadable_checkpoints_hold_nothing(tmp_path):
     state.write_text("{not json")
     assert HealthMonitor([v100(0), v100(1)], checkpoint=state).unhealthy() == {}
     assert HealthMonitor([v100(0)], checkpoint=tmp_path / "absent.json").unhealthy() == {}
+
+
+def test_the_xid_that_arrives_after_the_loss_names_the_taint(tmp_path):
+    # A GPU off the bus stops answering at once; the poll can see that before its XID.
+    gpus = [v100(0)]
+    now = [1000.0]
+    monitor = HealthMonitor(gpus, clock=lambda: now[0], checkpoint=tmp_path / "h.json")
+    monitor._fail(gpus[0].uuid, LOST, None)
+    now[0] = 1000.5
+    monitor._fail(gpus[0].uuid, classify_xid(79), 79)
+    now[0] = 1001.0
+    monitor._fail(gpus[0].uuid, classify_xid(48), 48)  # a cause already named stays
+    (held,) = monitor.unhealthy().values()
+    assert (held.xid, held.verdict.taint_value, held.since) == (79, "xid-79", 1000.0)
+    again = HealthMonitor(gpus, clock=lambda: 2000.0, checkpoint=tmp_path / "h.json")
+    assert _taints(again) == _taints(monitor)

@@ -16,9 +16,11 @@ from tests.helpers.cdi_launch import launch_script
 from tests.native.conftest import CONFIG_DIR, REGION_PARENT, Container, GpuBox
 
 
-def shipped_core(box: GpuBox) -> Path:
+def preload_line(box: GpuBox) -> str:
+    """/etc/ld.so.preload's content: the shipped core (after ASan's runtime in that build)."""
     other = os.environ.get("NATIVE_SHIPPED_CORE_UNDER_TEST")
-    return Path(other) if other else box.build.lib
+    core = Path(other) if other and box.build.name == "normal" else box.build.lib
+    return " ".join([*box.build.preload_prefix, str(core)])
 
 
 def cdi_mounts(box: GpuBox, c: Container) -> list[dict]:
@@ -27,7 +29,7 @@ def cdi_mounts(box: GpuBox, c: Container) -> list[dict]:
     etc.mkdir(exist_ok=True)
     (etc / "slice.conf").write_bytes(c.config_path.read_bytes())
     preload = c.config_path.parent / "ld.so.preload"
-    preload.write_text(f"{shipped_core(box)}\n")
+    preload.write_text(preload_line(box) + "\n")
     return [
         {"hostPath": str(etc), "containerPath": CONFIG_DIR, "options": ["ro", "bind"]},
         {"hostPath": str(c.region_dir), "containerPath": f"{REGION_PARENT}/region"},

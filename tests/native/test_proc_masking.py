@@ -50,14 +50,14 @@ def _held(proc: subprocess.Popen[str]) -> int:
 
 
 def test_holders_hidden_by_a_bind_mount_over_their_proc_keep_their_charge(
-    box: GpuBox,
+    any_box: GpuBox,
 ) -> None:
     why = _userns_refused()
     if why:
         pytest.skip(why)
-    c = box.container("c", [(0, SLICE, 100)])
-    chain = str(box.build.prog("chain"))
-    empty = box.tmp / "empty"
+    c = any_box.container("c", [(0, SLICE, 100)])
+    chain = str(any_box.build.prog("chain"))
+    empty = any_box.tmp / "empty"
     empty.mkdir()
     holders: list[subprocess.Popen[str]] = []
     try:
@@ -66,11 +66,11 @@ def test_holders_hidden_by_a_bind_mount_over_their_proc_keep_their_charge(
             # Every earlier holder (each dropped its slot lock) is hidden from this one.
             masks = [f"mount --bind {shlex.quote(str(empty))} /proc/{p.pid}" for p in holders]
             script = "; ".join(["set -e", *masks, f"exec {chain} unlock {CHUNK}"])
-            p = start_injected(box, c, [*TENANT_USERNS, "sh", "-c", script])
+            p = start_injected(any_box, c, [*TENANT_USERNS, "sh", "-c", script])
             holders.append(p)
             held.append(_held(p))
             time.sleep(0.05)  # the pace of the chain, not a wait for a result
-        physical = box.physical_used()
+        physical = any_box.physical_used()
         print(f"masked: held {[h // MiB for h in held]} MiB, card {physical // MiB} MiB")  # noqa: T201
         assert held[0] > SLICE // 2  # the first holder really filled its slice
         assert physical <= SLICE + CHUNK, (held, physical)

@@ -39,20 +39,20 @@ def _leader_state(pid: int) -> str:
 
 
 @pytest.mark.parametrize("pace_s", [0.05, 0.3, 2.0])
-def test_a_chain_of_zombie_leaders_never_exceeds_the_slice(box: GpuBox, pace_s: float) -> None:
-    c = box.container("c", [(0, SLICE, 100)])
-    chain = str(box.build.prog("chain"))
+def test_a_chain_of_zombie_leaders_never_exceeds_the_slice(any_box: GpuBox, pace_s: float) -> None:
+    c = any_box.container("c", [(0, SLICE, 100)])
+    chain = str(any_box.build.prog("chain"))
     holders: list[subprocess.Popen[str]] = []
     try:
         held = []
         for _ in range(HOLDERS):
-            p = start_injected(box, c, [chain, "zombie", str(CHUNK)])
+            p = start_injected(any_box, c, [chain, "zombie", str(CHUNK)])
             holders.append(p)
             held.append(_held(p))
             time.sleep(pace_s)  # the pace of the chain, not a wait for a result
         # The attack's premise holds: every holder's leader reads as a zombie, its process lives.
         assert [_leader_state(p.pid) for p in holders] == ["Z"] * HOLDERS
-        physical = box.physical_used()
+        physical = any_box.physical_used()
         print(f"pace {pace_s}s: held {[h // MiB for h in held]} MiB, card {physical // MiB} MiB")  # noqa: T201
         assert held[0] > SLICE // 2  # the first holder really filled its slice
         assert physical <= SLICE + CHUNK, (held, physical)
@@ -62,15 +62,15 @@ def test_a_chain_of_zombie_leaders_never_exceeds_the_slice(box: GpuBox, pace_s: 
             p.communicate(timeout=30)  # closing stdin ends the keeper thread, and the process
 
 
-def test_a_zombie_leaders_slot_is_reclaimed_once_its_last_thread_is_gone(box: GpuBox) -> None:
+def test_a_zombie_leaders_slot_is_reclaimed_once_its_last_thread_is_gone(any_box: GpuBox) -> None:
     """Liveness by thread group, not by leader: once the keeper thread exits too, the next
     process gets the slice back."""
-    c = box.container("c", [(0, SLICE, 100)])
-    chain = str(box.build.prog("chain"))
-    first = start_injected(box, c, [chain, "zombie", str(CHUNK)])
+    c = any_box.container("c", [(0, SLICE, 100)])
+    chain = str(any_box.build.prog("chain"))
+    first = start_injected(any_box, c, [chain, "zombie", str(CHUNK)])
     assert _held(first) > SLICE // 2
     first.communicate(timeout=30)
-    second = start_injected(box, c, [chain, "hold", str(CHUNK)])
+    second = start_injected(any_box, c, [chain, "hold", str(CHUNK)])
     try:
         assert _held(second) > SLICE // 2
     finally:

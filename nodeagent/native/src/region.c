@@ -88,7 +88,7 @@ static void close_raw(long fd) { tr_syscall4(SYS_close, fd, 0, 0, 0); }
 /* Our PID namespace as the kernel names it: the namespace of a pidfd of ourselves (Linux
  * 6.11+), the same inode /proc/self/ns/pid shows, but read without /proc. 0 if unknown. */
 static uint64_t kernel_pid_ns(void) {
-    long self = pidfd_open_raw((uint32_t)getpid());
+    long self = pidfd_open_raw(tr_self_pid());
     if (self < 0) return 0;
     long ns = tr_syscall4(SYS_ioctl, self, (long)PIDFD_GET_PID_NAMESPACE, 0, 0);
     close_raw(self);
@@ -117,7 +117,7 @@ static uint64_t proc_pid_ns(void) {
     if (!line) return 0;
     char *end;
     unsigned long pid = strtoul(line + 7, &end, 10);
-    if (pid != (unsigned long)getpid() || (*end != '\n' && *end != '\0')) return 0;
+    if (pid != (unsigned long)tr_self_pid() || (*end != '\n' && *end != '\0')) return 0;
     return (uint64_t)st.st_ino;
 }
 
@@ -201,7 +201,7 @@ static int claim_slot(char *err, size_t errlen) {
         s->start_time = proc_start_time();
         s->pid_ns = g_pid_ns;
         atomic_fetch_add(&s->generation, 1);
-        atomic_store(&s->pid, (uint32_t)getpid());
+        atomic_store(&s->pid, tr_self_pid());
         g_slot = i;
         /* Nonzero, and different for every claim (generation and slot): per-thread state
          * keyed by it (the compute meter's budget lease) is never taken for its parent's. */

@@ -8,6 +8,7 @@
 #include <nvml.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <sys/syscall.h>
 
 #include "config.h"
 #include "region.h"
@@ -60,6 +61,9 @@ void tr_sleep_ns(uint64_t ns);
 /* A system call made directly, never through libc's syscall(), which the program may define:
  * the result, or -errno. */
 long tr_syscall4(long nr, long a, long b, long c, long d);
+/* Our pid, from the kernel: a program's own getpid() could name another process, whose death
+ * would free our charge. */
+static inline uint32_t tr_self_pid(void) { return (uint32_t)tr_syscall4(SYS_getpid, 0, 0, 0, 0); }
 /* lookup.c: glibc's dlsym, and our hook for the variant cuGetProcAddress picked. */
 void *tr_real_dlsym(void *handle, const char *symbol);
 void *tr_hook_substitute(const char *symbol, void *real);

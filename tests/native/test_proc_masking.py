@@ -1,10 +1,13 @@
-"""A live holder hidden from /proc keeps its charge (issue #44, mechanism 7).
+"""A live holder hidden from /proc, or whose /proc lies, keeps its charge (issue #44, mechanism 7;
+a forged start time).
 
 Where unprivileged user namespaces work, a tenant without CAP_SYS_ADMIN can make a mount
 namespace of its own and bind an empty folder over /proc/<holder>. At 083f417 the next process
 started there read the holder's stat as missing, took it for dead and scrubbed its slot once
-the holder had dropped its lock: 6 such holders held 384 MiB on a 64 MiB slice. The core now
-asks the kernel by pidfd, which no mount changes.
+the holder had dropped its lock: 6 such holders held 384 MiB on a 64 MiB slice. Likewise a
+holder that bound a stat file with another start time over its own /proc/<pid>/stat recorded
+that time in its slot, and its peers, reading the real one, took its pid for reused. The core
+now asks the kernel by pidfd, which no mount changes, and reads no start time to judge.
 
 On the real node the runtime's RuntimeDefault seccomp profile refuses `unshare`, so this needs
 a box where user namespaces work; elsewhere the test is skipped with that reason. The shipped
@@ -73,6 +76,39 @@ def test_holders_hidden_by_a_bind_mount_over_their_proc_keep_their_charge(
         physical = any_box.physical_used()
         print(f"masked: held {[h // MiB for h in held]} MiB, card {physical // MiB} MiB")  # noqa: T201
         assert held[0] > SLICE // 2  # the first holder really filled its slice
+        assert physical <= SLICE + CHUNK, (held, physical)
+        assert sum(held) <= SLICE
+    finally:
+        for p in holders:
+            p.communicate(timeout=30)
+
+
+def test_holders_that_forged_their_own_start_time_keep_their_charge(any_box: GpuBox) -> None:
+    why = _userns_refused()
+    if why:
+        pytest.skip(why)
+    c = any_box.container("c", [(0, SLICE, 100)])
+    chain = str(any_box.build.prog("chain"))
+    holders: list[subprocess.Popen[str]] = []
+    try:
+        held = []
+        for _ in range(HOLDERS):
+            # In its own mount namespace the holder's /proc/<pid>/stat says it started 1000
+            # ticks later than it did (sh's pid is the holder's: it execs); its peers see the truth.
+            fake = shlex.quote(str(any_box.tmp / "stat"))
+            script = "; ".join([
+                "set -e",
+                f"awk '{{ $22 = $22 + 1000; print }}' /proc/$$/stat > {fake}.$$",
+                f"mount --bind {fake}.$$ /proc/$$/stat",
+                f"exec {chain} unlock {CHUNK}",
+            ])  # fmt: skip
+            p = start_injected(any_box, c, [*TENANT_USERNS, "sh", "-c", script])
+            holders.append(p)
+            held.append(_held(p))
+            time.sleep(0.05)  # the pace of the chain, not a wait for a result
+        physical = any_box.physical_used()
+        print(f"forged: held {[h // MiB for h in held]} MiB, card {physical // MiB} MiB")  # noqa: T201
+        assert held[0] > SLICE // 2
         assert physical <= SLICE + CHUNK, (held, physical)
         assert sum(held) <= SLICE
     finally:

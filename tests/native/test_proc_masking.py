@@ -1,5 +1,5 @@
 """A live holder hidden from /proc, or whose /proc lies, keeps its charge (issue #44, mechanism 7;
-a forged start time).
+a forged start time; a forged PID namespace).
 
 Where unprivileged user namespaces work, a tenant without CAP_SYS_ADMIN can make a mount
 namespace of its own and bind an empty folder over /proc/<holder>. At 083f417 the next process
@@ -7,7 +7,10 @@ started there read the holder's stat as missing, took it for dead and scrubbed i
 the holder had dropped its lock: 6 such holders held 384 MiB on a 64 MiB slice. Likewise a
 holder that bound a stat file with another start time over its own /proc/<pid>/stat recorded
 that time in its slot, and its peers, reading the real one, took its pid for reused. The core
-now asks the kernel by pidfd, which no mount changes, and reads no start time to judge.
+now asks the kernel by pidfd, which no mount changes, and reads no start time to judge. And a
+process in a PID namespace of its own, whose /proc/self/ns/pid showed the container's (a bind
+mount of that namespace's file), judged the container's slots by a /proc where none of their
+pids exists; the core now names its own namespace by pidfd.
 
 On the real node the runtime's RuntimeDefault seccomp profile refuses `unshare`, so this needs
 a box where user namespaces work; elsewhere the test is skipped with that reason. The shipped
@@ -114,3 +117,45 @@ def test_holders_that_forged_their_own_start_time_keep_their_charge(any_box: Gpu
     finally:
         for p in holders:
             p.communicate(timeout=30)
+
+
+def test_a_process_forging_its_pid_namespace_does_not_judge_the_containers_slots(
+    any_box: GpuBox,
+) -> None:
+    why = _userns_refused()
+    if why:
+        pytest.skip(why)
+    c = any_box.container("c", [(0, SLICE, 100)])
+    chain = str(any_box.build.prog("chain"))
+    tmp = shlex.quote(str(any_box.tmp))
+    # In a PID namespace of its own (its own /proc), the container's namespace file (held open
+    # as fd 3 from before) is bound where /proc/self/ns/pid is read.
+    forge = "; ".join([
+        "set -e",
+        f"d=$(mktemp -d -p {tmp})",
+        'mount -t tmpfs ns "$d"',
+        ': > "$d/pid"',
+        'mount --bind /proc/self/fd/3 "$d/pid"',
+        'mount --rbind "$d" /proc/$$/ns',
+        f"exec {chain} unlock {CHUNK}",
+    ])  # fmt: skip
+    inner = [*TENANT_USERNS, "--pid", "--fork", "--mount-proc", "sh", "-c", forge]
+    attacker = ["sh", "-c", "exec 3</proc/self/ns/pid; exec " + shlex.join(inner)]
+    holders: list[subprocess.Popen[str]] = []
+    try:
+        holders.append(start_injected(any_box, c, [chain, "unlock", str(CHUNK)]))
+        held = [_held(holders[0])]
+        for _ in range(HOLDERS - 1):
+            p = start_injected(any_box, c, attacker)
+            holders.append(p)
+            held.append(_held(p))
+            time.sleep(0.05)  # the pace of the chain, not a wait for a result
+        physical = any_box.physical_used()
+        print(f"pid ns: held {[h // MiB for h in held]} MiB, card {physical // MiB} MiB")  # noqa: T201
+        assert held[0] > SLICE // 2
+        assert physical <= SLICE + CHUNK, (held, physical)
+        assert sum(held) <= SLICE
+    finally:
+        errors = [p.communicate(timeout=30)[1] for p in holders]
+    # The attackers had the GPU (their slots judged by no one): the slice was full, not refused.
+    assert not any("GPU access refused" in e for e in errors), errors

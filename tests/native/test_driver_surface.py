@@ -43,6 +43,19 @@ def test_context_limits_are_charged_and_given_back(any_box: GpuBox, how: str) ->
 
 
 @pytest.mark.parametrize("how", HOWS)
+def test_a_device_runtime_limit_raise_is_refused_with_its_own_reason(
+    any_box: GpuBox, how: str
+) -> None:
+    """At 083f417 the refusal printed the text of shared memory ("device memory shared with
+    another process"), which says nothing of why a launch-depth raise was refused."""
+    codes, _, err = _run(any_box, "devrtlimit", how)
+    assert codes == [NOT_SUPPORTED, 0]  # raised: refused; set to what it is: passes
+    assert "raising this cuCtxSetLimit limit refused (CUDA_ERROR_NOT_SUPPORTED)" in err
+    assert "cannot be charged to this slice. Lowering it is allowed." in err
+    assert "shared with another process" not in err
+
+
+@pytest.mark.parametrize("how", HOWS)
 def test_exported_device_memory_cannot_outlive_its_charge(any_box: GpuBox, how: str) -> None:
     """At 7382faa a VMM handle exported and imported again kept its 32 MiB after the original
     was released and unmapped (its charge given back): 84 MiB on the card for 64 MiB."""

@@ -138,6 +138,10 @@ static long raw_syscall4(long nr, long a, long b, long c, long d) {
 
 static long raw_syscall2(long nr, long a, long b) { return raw_syscall4(nr, a, b, 0, 0); }
 
+long tr_syscall4(long nr, long a, long b, long c, long d) {
+    return raw_syscall4(nr, a, b, c, d);
+}
+
 /* tr_lock's slow paths (the fast ones are inline in tranche.h). 2 means held with a waiter
  * perhaps asleep: whoever gives back a 2 wakes one. */
 void tr_lock_wait(tr_lock_t *m) {

@@ -51,7 +51,7 @@ static usage_t phys_used(CUdevice dev) {
         unsigned n = 64;
         if (REAL_FN(nvmlDeviceGetComputeRunningProcesses_v3)(h, &n, infos) == NVML_SUCCESS) {
             for (unsigned i = 0; i < n && i < 64; i++) {
-                if (infos[i].pid == (unsigned)getpid()) {
+                if (infos[i].pid == tr_self_pid()) {
                     u.mine = infos[i].usedGpuMemory;
                     u.have_mine = 1;
                 }

@@ -36,18 +36,21 @@
 /* One line to stderr the first time each refused entry point is called in a process: the
  * tenant learns what was refused, why and what to do. write(2), not stdio: the program may
  * interpose stdio, and nothing here may be slowed by it. */
-static void refused_once(_Atomic int *said, const char *what) {
+static void say_once(_Atomic int *said, const char *what, const char *why) {
     if (atomic_exchange(said, 1)) return;
     char line[400];
     size_t n = 0;
-    const char *parts[] = {"tranche: ", what,
-                           " refused (CUDA_ERROR_NOT_SUPPORTED): device memory shared with another "
-                           "process would outlive its charge to this slice. Share it between "
-                           "threads of one process, or through host memory.\n"};
-    for (int p = 0; p < 3; p++)
+    const char *parts[] = {"tranche: ", what, " refused (CUDA_ERROR_NOT_SUPPORTED): ", why, "\n"};
+    for (int p = 0; p < 5; p++)
         for (const char *c = parts[p]; *c && n + 1 < sizeof line; c++) line[n++] = *c;
     if (write(2, line, n) < 0) { /* stderr closed: the refusal holds anyway */
     }
+}
+
+static void refused_once(_Atomic int *said, const char *what) {
+    say_once(said, what,
+             "device memory shared with another process would outlive its charge to this "
+             "slice. Share it between threads of one process, or through host memory.");
 }
 
 #define REFUSED(sym, params)                                                                   \
@@ -167,7 +170,10 @@ TR_EXPORT CUresult cuCtxSetLimit(CUlimit limit, size_t value) {
     if (limit != CU_LIMIT_STACK_SIZE && limit != CU_LIMIT_MALLOC_HEAP_SIZE &&
         limit != CU_LIMIT_PRINTF_FIFO_SIZE) {
         if (value <= cur) return REAL_FN(cuCtxSetLimit)(limit, value);
-        refused_once(&said, "raising this cuCtxSetLimit limit (its device memory cannot be told)");
+        say_once(&said, "raising this cuCtxSetLimit limit",
+                 "the device memory it reserves (device-runtime launch depth and pending "
+                 "launches) cannot be told, so it cannot be charged to this slice. Lowering it "
+                 "is allowed.");
         return CUDA_ERROR_NOT_SUPPORTED;
     }
     pthread_mutex_lock(&limit_mu);

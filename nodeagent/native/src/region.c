@@ -8,15 +8,19 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "config.h"
+#include "tranche.h"
 
 tr_region_t *tr_region_ptr;
 #define g_region tr_region_ptr
@@ -44,12 +48,13 @@ static int lock_byte(int fd, int slot, short type) {
     return fcntl(fd, F_OFD_SETLK, &fl);
 }
 
-/* Field 22 (starttime) of a /proc/<pid>/stat text, and its state (field 3). The command name
- * (field 2) may hold spaces, so fields are counted from the last ')'. */
-static uint64_t stat_start_time(const char *path, char *state) {
+/* Field 22 (starttime) of our own /proc/self/stat, recorded in the slot for the node agent
+ * (which finds the process in the host's /proc). The core never judges liveness by it: a
+ * tenant who can mount decides what /proc shows. The command name (field 2) may hold spaces,
+ * so fields are counted from the last ')'. */
+static uint64_t proc_start_time(void) {
     char buf[1024];
-    *state = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
     if (fd < 0) return 0;
     ssize_t n = read(fd, buf, sizeof buf - 1);
     close(fd);
@@ -57,22 +62,48 @@ static uint64_t stat_start_time(const char *path, char *state) {
     buf[n] = '\0';
     char *p = strrchr(buf, ')');
     if (!p || p[1] != ' ') return 0;
-    *state = p[2];
     int field = 2;
     for (; *p && field < 22; p++)
         if (*p == ' ') field++;
     return strtoull(p, NULL, 10);
 }
 
-static uint64_t proc_start_time(void) {
-    char state;
-    return stat_start_time("/proc/self/stat", &state);
+/* What liveness rests on: pidfds (Linux 5.3+), asked by raw system call (a program may define
+ * libc's poll() or syscall() itself). A pidfd names a thread group through the kernel's own
+ * pid table, in the caller's PID namespace: no /proc mount, start time or process state the
+ * tenant can shape is read. */
+#ifndef PIDFS_IOCTL_MAGIC
+#define PIDFS_IOCTL_MAGIC 0xFF
+#endif
+#ifndef PIDFD_GET_PID_NAMESPACE
+#define PIDFD_GET_PID_NAMESPACE _IO(PIDFS_IOCTL_MAGIC, 5) /* Linux 6.11+ */
+#endif
+
+static long pidfd_open_raw(uint32_t pid) {
+    return tr_syscall4(SYS_pidfd_open, (long)(int32_t)pid, 0, 0, 0);
 }
 
-/* Our PID namespace's inode, or 0 when /proc does not show our own namespace (NSpid lists
- * more than one pid: the /proc mounted here belongs to an outer namespace, so the pid we
- * would record could not be looked up by our peers, nor theirs by us). */
-static uint64_t own_pid_ns(void) {
+static void close_raw(long fd) { tr_syscall4(SYS_close, fd, 0, 0, 0); }
+
+/* Our PID namespace as the kernel names it: the namespace of a pidfd of ourselves (Linux
+ * 6.11+), the same inode /proc/self/ns/pid shows, but read without /proc. 0 if unknown. */
+static uint64_t kernel_pid_ns(void) {
+    long self = pidfd_open_raw(tr_self_pid());
+    if (self < 0) return 0;
+    long ns = tr_syscall4(SYS_ioctl, self, (long)PIDFD_GET_PID_NAMESPACE, 0, 0);
+    close_raw(self);
+    if (ns < 0) return 0;
+    struct stat st;
+    long rc = tr_syscall4(SYS_fstat, ns, (long)&st, 0, 0);
+    close_raw(ns);
+    return rc == 0 ? (uint64_t)st.st_ino : 0;
+}
+
+/* Older kernels: /proc/self/ns/pid, and only when /proc shows our own namespace (NSpid lists
+ * more than one pid: the /proc mounted here belongs to an outer namespace). A tenant who can
+ * mount over /proc (a user namespace of its own, which the runtime's seccomp profile refuses
+ * on the node) can make this lie; the kernel's answer above cannot. 0 if unknown. */
+static uint64_t proc_pid_ns(void) {
     struct stat st;
     if (stat("/proc/self/ns/pid", &st) != 0) return 0;
     char buf[4096];
@@ -86,22 +117,36 @@ static uint64_t own_pid_ns(void) {
     if (!line) return 0;
     char *end;
     unsigned long pid = strtoul(line + 7, &end, 10);
-    if (pid != (unsigned long)getpid() || (*end != '\n' && *end != '\0')) return 0;
+    if (pid != (unsigned long)tr_self_pid() || (*end != '\n' && *end != '\0')) return 0;
     return (uint64_t)st.st_ino;
 }
 
-/* Whether a slot's process may still be alive: only a process we can see, in our own PID
- * namespace, is ever declared dead (gone from /proc, a zombie, or its pid reused by a process
- * started at another time). The slot lock alone says nothing: its owner can drop it. */
+static uint64_t own_pid_ns(void) {
+    uint64_t ns = kernel_pid_ns();
+    return ns ? ns : proc_pid_ns();
+}
+
+/* Whether a slot's process may still hold memory. Its lock says nothing (the owner can drop
+ * it), nor does /proc (a zombie leader reads 'Z' while another thread keeps the process, its
+ * descriptors and its memory; a bind mount over /proc/<pid> hides a live process). Only the
+ * kernel's answer to a pidfd counts, and only two answers free a slot: no thread group has
+ * that pid in our namespace (ESRCH; EINVAL: the pid is now a thread of another group), or the
+ * pidfd polls readable, which the kernel reports once every thread of the group has exited.
+ * Anything else, an error included (no pidfd_open before 5.3, a seccomp filter, no
+ * descriptor left), keeps the slot: a charge may stay too long, never go too early. A process
+ * that has since taken the pid is taken for the owner until it exits, for the same reason. A
+ * slot of another PID namespace is not ours to judge: the node agent's. */
 static int owner_alive(const tr_slot_t *s) {
     uint32_t pid = atomic_load(&s->pid);
-    if (!g_pid_ns || s->pid_ns != g_pid_ns) return 1; /* not ours to judge: the agent's */
-    char path[64], state;
-    snprintf(path, sizeof path, "/proc/%u/stat", pid);
-    uint64_t start = stat_start_time(path, &state);
-    if (!start) return access(path, F_OK) == 0 || errno != ENOENT; /* gone: dead */
-    if (state == 'Z' || state == 'X') return 0; /* exited: the driver gave its memory back */
-    return start == s->start_time;
+    if (!g_pid_ns || s->pid_ns != g_pid_ns) return 1;
+    long fd = pidfd_open_raw(pid);
+    if (fd == -ESRCH || fd == -EINVAL) return 0;
+    if (fd < 0) return 1;
+    struct pollfd p = {.fd = (int)fd, .events = POLLIN};
+    struct timespec now = {0, 0};
+    long n = tr_syscall4(SYS_ppoll, (long)&p, 1, (long)&now, 0);
+    close_raw(fd);
+    return !(n == 1 && (p.revents & POLLIN));
 }
 
 /* Caller holds the slot's lock; the previous owner is gone. Returns bytes given back. */
@@ -137,9 +182,10 @@ uint64_t tr_region_reclaim_dead(void) {
 static int claim_slot(char *err, size_t errlen) {
     g_pid_ns = own_pid_ns();
     if (!g_pid_ns) {
-        snprintf(err, errlen, "this process's /proc does not show its own PID namespace (a PID "
-                 "namespace entered without mounting its /proc), so its peers could not tell "
-                 "whether it is alive; run GPU work in the container's own PID namespace");
+        snprintf(err, errlen, "this process cannot name its PID namespace (before Linux 6.11, "
+                 "its /proc must show its own namespace: a PID namespace entered without "
+                 "mounting its /proc does not), so its peers could not tell whether it is "
+                 "alive; run GPU work in the container's own PID namespace");
         return -1;
     }
     for (int i = 0; i < TR_MAX_SLOTS; i++) {
@@ -155,7 +201,7 @@ static int claim_slot(char *err, size_t errlen) {
         s->start_time = proc_start_time();
         s->pid_ns = g_pid_ns;
         atomic_fetch_add(&s->generation, 1);
-        atomic_store(&s->pid, (uint32_t)getpid());
+        atomic_store(&s->pid, tr_self_pid());
         g_slot = i;
         /* Nonzero, and different for every claim (generation and slot): per-thread state
          * keyed by it (the compute meter's budget lease) is never taken for its parent's. */

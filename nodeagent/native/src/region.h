@@ -6,13 +6,15 @@
  * tests/native/test_region_layout.py pins the offsets on both sides.
  *
  * A process slot is in use while EITHER its open-file-description (OFD) lock on byte
- * TR_LOCK_BASE + slot is held OR its process (pid + /proc starttime, in the PID namespace
- * recorded with it) is alive. The lock alone cannot be trusted: the process holding it can
- * drop it (F_OFD_SETLK F_UNLCK on its own descriptor, or a remap and close), and a peer that
- * took a "dead" slot would give back bytes the live process still holds. A process cannot
- * make itself look dead, so a slot is reclaimed only when both say so, by a reclaimer that
- * can see the owner's PID namespace. A forked child (fork(), or a raw clone() that skips
- * the atfork handlers: a wipe-on-fork page tells) takes a slot of its own.
+ * TR_LOCK_BASE + slot is held OR the kernel says its thread group (pid, in the PID namespace
+ * recorded with it) still has a thread. The lock alone cannot be trusted: the process holding
+ * it can drop it (F_OFD_SETLK F_UNLCK on its own descriptor, or a remap and close), and a peer
+ * that took a "dead" slot would give back bytes the live process still holds. Nor can /proc:
+ * a zombie leader whose other threads run reads 'Z', and a bind mount hides /proc/<pid>. So
+ * a slot is reclaimed only when its lock is free and a pidfd of its pid says the whole thread
+ * group is gone (region.c, owner_alive), by a reclaimer in the owner's PID namespace. A forked
+ * child (fork(), or a raw clone() that skips the atfork handlers: a wipe-on-fork page tells)
+ * takes a slot of its own.
  */
 #ifndef TRANCHE_REGION_H
 #define TRANCHE_REGION_H
@@ -49,7 +51,7 @@ typedef struct {
 typedef struct {
     _Atomic uint32_t pid;             /*   0: 0 = free; pid in the process's own namespace */
     _Atomic uint32_t generation;      /*   4: bumped on every claim and every reclaim */
-    uint64_t start_time;              /*   8: /proc/self/stat starttime (clock ticks) */
+    uint64_t start_time;              /*   8: /proc/self/stat starttime (ticks), for the agent */
     uint64_t pid_ns;                  /*  16: inode of the owner's /proc/self/ns/pid */
     _Atomic uint64_t mem_used[TR_MAX_DEVICES]; /* 24: bytes this process holds, per device */
 } tr_slot_t;                          /* 152 bytes */

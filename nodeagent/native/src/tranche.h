@@ -8,6 +8,7 @@
 #include <nvml.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <sys/syscall.h>
 
 #include "config.h"
 #include "region.h"
@@ -57,6 +58,12 @@ int tr_dev_uuid(CUdevice dev, char *out, size_t len);
 int tr_dev_index_by_uuid(const char *uuid);
 uint64_t tr_now_ns(void); /* CLOCK_MONOTONIC by raw system call */
 void tr_sleep_ns(uint64_t ns);
+/* A system call made directly, never through libc's syscall(), which the program may define:
+ * the result, or -errno. */
+long tr_syscall4(long nr, long a, long b, long c, long d);
+/* Our pid, from the kernel: a program's own getpid() could name another process, whose death
+ * would free our charge. */
+static inline uint32_t tr_self_pid(void) { return (uint32_t)tr_syscall4(SYS_getpid, 0, 0, 0, 0); }
 /* lookup.c: glibc's dlsym, and our hook for the variant cuGetProcAddress picked. */
 void *tr_real_dlsym(void *handle, const char *symbol);
 void *tr_hook_substitute(const char *symbol, void *real);

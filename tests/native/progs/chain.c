@@ -8,6 +8,11 @@
  *                        and so its lock, is gone
  *   chain clone CHUNK    take the GPU, then raw clone() a child (no atfork handler runs) and
  *                        exit; the child fills, drops the locks and holds
+ *   chain zombie CHUNK   fill, drop the locks, then the main thread leaves by SYS_exit while
+ *                        a second thread keeps the process, its descriptors and its memory:
+ *                        the leader reads 'Z' in /proc (issue #44, mechanism 1)
+ *   chain liar CHUNK     as unlock, but the program's own getpid() names a process that
+ *                        does not exist while the GPU is opened (the core's slot is claimed)
  *   chain hold CHUNK     fill and hold, nothing more (an honest neighbour at the cap)
  * Each prints "held <bytes>" (what the driver gave it) and holds until stdin closes.
  */
@@ -15,6 +20,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -83,12 +89,27 @@ static void hold(uint64_t held) {
     wait_stdin_closed();
 }
 
+/* The program's own getpid(), which the dynamic linker binds every library's calls to. */
+static int g_lie;
+__attribute__((visibility("default"))) pid_t getpid(void) {
+    return g_lie ? 999999 : (pid_t)syscall(SYS_getpid);
+}
+
+static void *keep_process(void *arg) {
+    (void)arg;
+    wait_stdin_closed();
+    _exit(0); /* exit_group: the whole process, and its memory, goes only now */
+}
+
 int main(int argc, char **argv) {
     if (argc != 3) return 2;
     const char *mode = argv[1];
     uint64_t chunk = strtoull(argv[2], NULL, 10);
     CUdevice dev;
-    if (open_device(0, &dev) != CUDA_SUCCESS) {
+    g_lie = strcmp(mode, "liar") == 0;
+    int opened = open_device(0, &dev) == CUDA_SUCCESS;
+    g_lie = 0;
+    if (!opened && strcmp(mode, "zombie") != 0) {
         hold(0); /* the slice is full: nothing to take, but stay like a holder */
         return 0;
     }
@@ -101,8 +122,16 @@ int main(int argc, char **argv) {
         hold(held);
         _exit(0);
     }
-    uint64_t held = fill(chunk);
-    if (strcmp(mode, "unlock") == 0) unlock_all();
+    uint64_t held = opened ? fill(chunk) : 0; /* a zombie holder stays one, full or not */
+    if (strcmp(mode, "zombie") == 0) {
+        unlock_all();
+        pthread_t keeper;
+        if (pthread_create(&keeper, NULL, keep_process, NULL) != 0) return 1;
+        printf("held %llu\n", (unsigned long long)held);
+        fflush(stdout);
+        syscall(SYS_exit, 0); /* this thread only: the leader becomes a zombie */
+    }
+    if (strcmp(mode, "unlock") == 0 || strcmp(mode, "liar") == 0) unlock_all();
     else if (strcmp(mode, "remap") == 0) remap_and_close();
     else if (strcmp(mode, "hold") != 0) return 2;
     hold(held);

@@ -4,6 +4,7 @@
  *   limit      raise the malloc heap by 40 MiB, then the stack by 256 B a thread (80 SMs x
  *              2048 threads: 40 MiB), each followed by a 32 MiB allocation; lower both again
  *              and allocate; a created context whose heap was raised, destroyed, gives it back
+ *   devrtlimit raise the device runtime's sync depth by one (refused), set it to what it is
  *   vmmshare   a 32 MiB handle exported as a file descriptor and imported again, the original
  *              released and unmapped, then 48 MiB allocated
  *   hostshare  the same with a host-located handle (system memory): export and import pass
@@ -140,6 +141,15 @@ int main(int argc, char **argv) {
         CHECK(cuCtxSetCurrent(primary));
         RECORD(r = cuMemAlloc_v2(&p, 48 * MiB)); /* given back with the context */
         if (r == CUDA_SUCCESS) CHECK(cuMemFree_v2(p));
+    } else if (!strcmp(what, "devrtlimit")) {
+        setlimit_fn set = (setlimit_fn)entry("cuCtxSetLimit", "cuCtxSetLimit", 3010,
+                                             (void *)&cuCtxSetLimit);
+        EXPECT(set != NULL);
+        size_t depth;
+        CHECK(cuCtxGetLimit(&depth, CU_LIMIT_DEV_RUNTIME_SYNC_DEPTH));
+        RECORD(set(CU_LIMIT_DEV_RUNTIME_SYNC_DEPTH, depth + 1));
+        RECORD(set(CU_LIMIT_DEV_RUNTIME_SYNC_DEPTH, depth));
+        look();
     } else if (!strcmp(what, "vmmshare")) {
         if (share(dev, CU_MEM_LOCATION_TYPE_DEVICE)) return 1;
     } else if (!strcmp(what, "hostshare")) {

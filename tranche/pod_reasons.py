@@ -17,6 +17,30 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+# What the live page stores of a verdict (portal.cluster.models.PodState: words, next_step).
+# A cluster message is quoted whole when the sentence fits; only a longer one is shortened, at a
+# word, marked "…": never cut mid-word, and the page wraps it.
+WORDS_CHARS = 600
+NEXT_STEP_CHARS = 300
+
+
+def shorten(text: str, limit: int) -> str:
+    """`text` within `limit` characters, cut at a word boundary with "…" (never mid-word unless
+    a single word is longer than the limit)."""
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 1]
+    space = cut.rfind(" ")
+    if space > limit // 2:
+        cut = cut[:space]
+    return cut.rstrip() + "…"
+
+
+def _quoted(before: str, message: str, after: str) -> str:
+    """before + message + after within WORDS_CHARS, the message shortened only if it must."""
+    return before + shorten(message, WORDS_CHARS - len(before) - len(after)) + after
+
+
 # Reason classes (stable identifiers: tests, CSS and support search use them).
 RUNNING = "Running"
 SUCCEEDED = "Succeeded"
@@ -205,7 +229,9 @@ def _admission_verdict(message: str) -> Verdict | None:
         )
     else:
         step = "Change the manifest as the message says and apply it again."
-    return Verdict(ADMISSION, f"Refused by the cluster's admission rules: {detail[:400]}", step)
+    return Verdict(
+        ADMISSION, _quoted("Refused by the cluster's admission rules: ", detail, ""), step
+    )
 
 
 def classify_refusal(message: str, project: ProjectFacts) -> Verdict:
@@ -215,7 +241,9 @@ def classify_refusal(message: str, project: ProjectFacts) -> Verdict:
     return (
         quota_verdict(message, project)
         or _admission_verdict(message)
-        or Verdict(ADMISSION, f"The pod could not be created: {message[:300]}", "Fix the manifest.")
+        or Verdict(
+            ADMISSION, _quoted("The pod could not be created: ", message, ""), "Fix the manifest."
+        )
     )
 
 
@@ -243,11 +271,12 @@ def _container_verdict(pod: PodFacts) -> Verdict | None:
             )
     for c in pod.containers:
         if c.waiting_reason in ("ErrImagePull", "ImagePullBackOff", "InvalidImageName"):
+            before = f"The image of container {c.name} cannot be pulled ({c.waiting_reason}"
             return Verdict(
                 IMAGE_PULL,
-                f"The image of container {c.name} cannot be pulled ({c.waiting_reason}"
-                + (f": {c.waiting_message[:200]}" if c.waiting_message else "")
-                + ").",
+                _quoted(f"{before}: ", c.waiting_message, ").")
+                if c.waiting_message
+                else f"{before}).",
                 "Check the image name and tag, and that the registry is reachable "
                 "(add an imagePullSecret for a private registry).",
             )
@@ -288,7 +317,7 @@ def _pending_verdict(pod: PodFacts, project: ProjectFacts) -> Verdict | None:
     if message:
         return Verdict(
             UNSCHEDULABLE,
-            f"No node can run the pod yet: {message[:300]}",
+            _quoted("No node can run the pod yet: ", message, ""),
             "Check the pod's requests and node selectors.",
         )
     return None

@@ -4,7 +4,10 @@
 (pod, minute): memory is the minute's maximum, compute the mean, so a 1 s agent interval and a
 10 s one give the same chart. Rows older than `RETENTION` are deleted as new minutes arrive, so
 storage is at most 1440 rows per live pod. `series` downsamples to `points` buckets in SQL for
-the charts (the project's series sums its pods), with one bucket per minute over the last hour.
+the charts, with one bucket per minute over the last hour. The project's series sums the pods
+of each minute first, then takes the bucket's highest sum: pods that followed each other in a
+bucket (a rollout, a check pod then the workload) held their slices one after another, and
+summing each pod's own maximum showed a one-slice plan's "limit" as three slices.
 """
 
 from __future__ import annotations
@@ -107,19 +110,24 @@ _BUCKET = """CASE WHEN minute >= %s THEN extract(epoch FROM minute)
     ELSE extract(epoch FROM %s::timestamptz)
          + floor(extract(epoch FROM minute - %s::timestamptz) / %s) * %s END"""
 FINE_WINDOW = timedelta(hours=1)
-_SERIES = """
-    WITH per_pod AS (
-        SELECT {bucket} AS bucket, pod_name,
-               max(memory_used_max_bytes) AS mem, max(memory_limit_bytes) AS lim,
-               sum(compute_used_sum) / sum(samples) AS used,
-               avg(compute_target_percent) AS target
+_SERIES_POD = f"""
+    SELECT {_BUCKET} AS bucket,
+           max(memory_used_max_bytes), max(memory_limit_bytes),
+           sum(compute_used_sum) / sum(samples), avg(compute_target_percent)
+    FROM agents_podminute
+    WHERE project_id = %s AND minute >= %s AND pod_name = %s
+    GROUP BY 1 ORDER BY 1"""  # noqa: S608 - the fixed _BUCKET text; values are parameters
+# Each minute's pods summed (what was held at once), then per bucket: the highest memory used
+# and limit and compute target of any minute, and the mean compute used over its minutes.
+_SERIES_PROJECT = f"""
+    WITH per_minute AS (
+        SELECT minute, sum(memory_used_max_bytes) AS mem, sum(memory_limit_bytes) AS lim,
+               sum(compute_used_sum / samples) AS used, sum(compute_target_percent) AS target
         FROM agents_podminute
-        WHERE project_id = %s AND minute >= %s {pod}
-        GROUP BY 1, 2)
-    SELECT bucket, sum(mem), sum(lim), sum(used), sum(target)
-    FROM per_pod GROUP BY 1 ORDER BY 1"""
-_SERIES_PROJECT = _SERIES.format(bucket=_BUCKET, pod="")
-_SERIES_POD = _SERIES.format(bucket=_BUCKET, pod="AND pod_name = %s")
+        WHERE project_id = %s AND minute >= %s
+        GROUP BY minute)
+    SELECT {_BUCKET} AS bucket, max(mem), max(lim), avg(used), max(target)
+    FROM per_minute GROUP BY 1 ORDER BY 1"""  # noqa: S608 - as above
 
 
 def _bucket_args(now: datetime, points: int) -> tuple[datetime, list]:
@@ -136,11 +144,13 @@ def _point(bucket, mem, lim, used, target) -> Point:
 def series(
     project_id: int, pod: str | None = None, points: int = 96, now: datetime | None = None
 ) -> list[Point]:
-    """The last 24 h: one pod's, or the project's (pods summed); per minute over the last
-    FINE_WINDOW, in 24 h / `points` buckets before it."""
+    """The last 24 h: one pod's, or the project's (each minute's pods summed, see the module
+    docstring); per minute over the last FINE_WINDOW, in 24 h / `points` buckets before it."""
     start, buckets = _bucket_args(now or timezone.now(), points)
-    sql = _SERIES_POD if pod else _SERIES_PROJECT
-    args: list = [*buckets, project_id, start] + ([pod] if pod else [])
+    if pod:
+        sql, args = _SERIES_POD, [*buckets, project_id, start, pod]
+    else:
+        sql, args = _SERIES_PROJECT, [project_id, start, *buckets]
     with connection.cursor() as cursor:
         cursor.execute(sql, args)
         rows = cursor.fetchall()

@@ -3,7 +3,9 @@
 Utilisation per GPU model for one month, in card-hours so the three figures add up:
 sold (entitled slice-hours x slice fraction) + idle = card-hours available; held (ledger
 slice-hours x fraction) <= sold. Cards are the GPUs the registered node agents last reported
-(revoked nodes excluded), counted for the whole month.
+(revoked nodes excluded), counted for the whole month. Sales can exceed that (a node not yet
+registered or since revoked, or more sold than the cards hold: quota is an entitlement, not a
+reservation): idle is then 0, never negative, and the excess is its own figure, `oversold`.
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ class ModelUtilisation:
     card_hours: Decimal
     sold_card_hours: Decimal
     held_card_hours: Decimal
-    idle_card_hours: Decimal
+    idle_card_hours: Decimal  # >= 0
+    oversold_card_hours: Decimal  # sold beyond the card-hours available (>= 0)
     sold_slice_hours: int
     held_slice_hours: Decimal
 
@@ -73,6 +76,7 @@ def utilisation_by_model(
     cards = cards_per_model()
     names = sorted(set(cards) | set(sold) | set(held))
     q = Decimal("0.01")
+    zero = Decimal(0)
     return [
         ModelUtilisation(
             gpu_model=name,
@@ -80,7 +84,8 @@ def utilisation_by_model(
             card_hours=Decimal(cards.get(name, 0) * hours),
             sold_card_hours=sold[name].quantize(q),
             held_card_hours=held[name].quantize(q),
-            idle_card_hours=(cards.get(name, 0) * hours - sold[name]).quantize(q),
+            idle_card_hours=max(zero, cards.get(name, 0) * hours - sold[name]).quantize(q),
+            oversold_card_hours=max(zero, sold[name] - cards.get(name, 0) * hours).quantize(q),
             sold_slice_hours=sold_slices[name],
             held_slice_hours=held_slices[name].quantize(q),
         )

@@ -16,6 +16,7 @@ from django.db import models
 
 from portal.catalog.models import Product
 from portal.tenants.models import Organization, Project
+from tranche.pod_reasons import NEXT_STEP_CHARS, WORDS_CHARS
 
 MAX_ROWS_PER_PROJECT = 500
 EVENTS_SHOWN = 10  # a pod's timeline: its last Warning events (the watcher keeps as many)
@@ -32,8 +33,8 @@ class PodState(models.Model):
     kind = models.CharField(max_length=32, default="Pod")
     phase = models.CharField(max_length=16)
     reason = models.CharField(max_length=32, help_text="reason class (tranche.pod_reasons)")
-    words = models.CharField(max_length=600)
-    next_step = models.CharField(max_length=300, blank=True)
+    words = models.CharField(max_length=WORDS_CHARS)
+    next_step = models.CharField(max_length=NEXT_STEP_CHARS, blank=True)
     events = models.JSONField(
         default=list,
         blank=True,

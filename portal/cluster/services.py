@@ -36,13 +36,16 @@ from portal.tenants.models import Project
 from tranche.observed import ClassUsage, NamespaceView, QuotaStatus
 from tranche.pod_reasons import (
     DEVICE_QUOTA_SUFFIX,
+    NEXT_STEP_CHARS,
     RUNNING,
+    WORDS_CHARS,
     PodFacts,
     ProjectFacts,
     classify,
     classify_refusal,
     mebibytes,
     millicores,
+    shorten,
 )
 
 log = logging.getLogger("portal.cluster")
@@ -215,8 +218,8 @@ def record_pods(project: Project, view: NamespaceView, products: dict[str, str])
                 "project_id": project_id,
                 "phase": want["phase"][:16],
                 "reason": v.reason[:32],
-                "words": v.words[:600],
-                "next_step": v.next_step[:300],
+                "words": shorten(v.words, WORDS_CHARS),
+                "next_step": shorten(v.next_step, NEXT_STEP_CHARS),
                 "events": want.get("events", []),
             }
             old = stored.get(key)
@@ -266,15 +269,3 @@ def timeline_of(pod: PodFacts) -> list[list[str]]:
 def row_name(kind: str, name: str) -> str:
     """The live table's name of a row: a pod's own name, or `ReplicaSet/web-5f` for a workload."""
     return name if kind == "Pod" else f"{kind}/{name}"
-
-
-def shorten(text: str, limit: int) -> str:
-    """`text` within `limit` characters, cut at a word boundary with "…" (never mid-word unless
-    a single word is longer than the limit)."""
-    if len(text) <= limit:
-        return text
-    cut = text[: limit - 1]
-    space = cut.rfind(" ")
-    if space > limit // 2:
-        cut = cut[:space]
-    return cut.rstrip() + "…"

@@ -17,4 +17,7 @@ def locked_out(request: HttpRequest, original_response=None, credentials=None) -
         "minutes": minutes,
         "is_admin": request.path.startswith("/admin/"),
     }
-    return render(request, "registration/locked_out.html", context, status=429)
+    response = render(request, "registration/locked_out.html", context, status=429)
+    # The cool-off runs from the last failed attempt, which was this one.
+    response["Retry-After"] = str(minutes * 60)
+    return response

@@ -10,6 +10,7 @@ portal's pages answer 503 in that state anyway).
 from __future__ import annotations
 
 import hashlib
+import math
 import time
 
 import redis
@@ -40,6 +41,13 @@ def allow(scope: str, key: str, limit: int, window: int) -> bool:
     except redis.RedisError:
         return False
     return int(count) <= limit
+
+
+def seconds_left(window: int, now: float | None = None) -> int:
+    """Seconds until this window ends and every count starts again (at least 1): what a
+    refused caller is told to wait (Retry-After)."""
+    now = time.time() if now is None else now
+    return max(1, math.ceil(window - now % window))
 
 
 def reset(scope: str, key: str, window: int) -> None:

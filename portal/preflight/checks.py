@@ -256,6 +256,19 @@ def gpu_code_runs(image: ImageFacts, cc: int) -> bool:
     return sass_fits or any(p <= cc for p in image.ptx)
 
 
+def _jit(image: ImageFacts, cc: int) -> str:
+    """What a start costs when only PTX fits: the driver compiles it before the first kernel."""
+    if any(a // 10 == cc // 10 and a <= cc for a in image.sass):
+        return ""
+    ptx = max(p for p in image.ptx if p <= cc)
+    return (
+        f" No SASS for sm_{cc}: the driver compiles the PTX (compute_{ptx}) at the first launch "
+        "of each container, which delays its first kernel by seconds to minutes; its cache "
+        "(~/.nv/ComputeCache, or CUDA_CACHE_PATH) kept on a volume spares later starts that "
+        f"wait; an image built with SASS for sm_{cc} never has it."
+    )
+
+
 def _archs(values: tuple[int, ...], prefix: str) -> str:
     return ", ".join(f"{prefix}_{v}" for v in values) or "none"
 
@@ -270,6 +283,12 @@ def check_gpu_code(facts: Facts, product: ProductFacts, image: ImageFacts) -> Ve
         "bytes_read": image.bytes_read,
         "compute_capability": product.compute_capability,
     }
+    if image.missing:
+        return will_fail(
+            "image", image.image,
+            f"Will fail to pull: {image.error} The node's pull gets the same answer, so the pod "
+            "stays in ErrImagePull / ImagePullBackOff.", _MISSING_FIX, **figures,
+        )  # fmt: skip
     if image.error:
         return warning(
             "gpu_code", image.image, f"Not checked: {image.error}", _IMAGE_FIX, **figures
@@ -285,7 +304,7 @@ def check_gpu_code(facts: Facts, product: ProductFacts, image: ImageFacts) -> Ve
         return ok(
             "gpu_code", image.image,
             f"GPU code runs on {gpu}: SASS {_archs(image.sass, 'sm')}; PTX "
-            f"{_archs(image.ptx, 'compute')}{bound}.", **figures,
+            f"{_archs(image.ptx, 'compute')}{bound}.{_jit(image, cc)}", **figures,
         )  # fmt: skip
     oldest = min([a for a in image.sass if a >= cc] + list(image.ptx) or [0])
     return will_fail(
@@ -301,6 +320,11 @@ def check_gpu_code(facts: Facts, product: ProductFacts, image: ImageFacts) -> Ve
 
 
 _IMAGE_FIX = "Check the image name and that the platform's pull secret can read it."
+_MISSING_FIX = (
+    "Check the image's name and tag against its registry (a typo, or a tag not pushed yet: "
+    "the registry's page or `docker manifest inspect IMAGE` lists what exists), or push the "
+    "image under this exact name and tag, then check again."
+)
 
 
 def image_product_pairs(facts: Facts) -> list[tuple[str, ProductFacts]]:

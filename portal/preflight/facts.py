@@ -60,6 +60,8 @@ class ImageFacts:
     image: str
     digest: str = ""
     error: str = ""
+    # The registry answered that the image (name or tag) does not exist: every pull will fail.
+    missing: bool = False
     bound_reached: bool = False
     bytes_read: int = 0
     gpu_files: tuple[str, ...] = ()

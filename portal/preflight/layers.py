@@ -23,7 +23,13 @@ import urllib3
 from portal.preflight.facts import ImageFacts
 from portal.preflight.fatbin import FatbinStream, GpuCode, is_elf
 from portal.preflight.outbound import DeadlineError, OutboundError, Policy
-from portal.preflight.registry import ImageError, Limits, RegistryClient, parse_image
+from portal.preflight.registry import (
+    ImageError,
+    ImageMissingError,
+    Limits,
+    RegistryClient,
+    parse_image,
+)
 
 MAX_ELF_BYTES = 512 * 1024 * 1024  # read of one ELF member (streamed: memory stays ~2 MiB)
 INFLATE_STEP = 4 * 1024 * 1024
@@ -130,6 +136,8 @@ def scan_image(
         if cached is not None and (hit := cached(digest)) is not None:
             return hit
         return _scan_layers(image, client, manifest, digest)
+    except ImageMissingError as exc:
+        return ImageFacts(image=image, error=str(exc), missing=True)
     except ImageError as exc:
         return ImageFacts(image=image, error=str(exc))
     except DeadlineError:

@@ -42,6 +42,10 @@ class ImageError(Exception):
     """The image could not be read; the message is for the tenant."""
 
 
+class ImageMissingError(ImageError):
+    """The registry says the image does not exist: the node's pull will fail the same way."""
+
+
 @dataclass(frozen=True)
 class ImageRef:
     registry: str
@@ -172,7 +176,7 @@ class RegistryClient:
         """The manifest and the sha256 of its bytes, which must match what was asked and said."""
         resp = self._request(f"{self.base}/manifests/{reference}", MANIFEST_TYPES)
         if resp.status == 404:
-            raise ImageError(f"The image {self.ref.text} does not exist in its registry.")
+            raise ImageMissingError(f"The image {self.ref.text} does not exist in its registry.")
         if resp.status in (401, 403):
             raise ImageError(
                 f"The registry {self.ref.registry} refused to show {self.ref.text} "

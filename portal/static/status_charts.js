@@ -29,11 +29,36 @@
     },
   };
 
-  // 24-hour UTC ticks; seconds while the chart spans under two minutes (a new pod).
-  function timeTicks(u, ticks) {
-    const span = ticks.length > 1 ? ticks[ticks.length - 1] - ticks[0] : 0;
-    const format = uPlot.fmtDate(span < 120 ? "{HH}:{mm}:{ss}" : "{HH}:{mm}");
-    return ticks.map((t) => format(utc(t)));
+  // The time axis at every span: whole-second steps only (uPlot's own go down to milliseconds
+  // and, for one point, up to years: a new pod got five "00:00" ticks), at least MIN_SPAN_S
+  // shown (a pod's first reports sit at the right edge, as they arrive), ticks at least
+  // TICK_SPACE_PX apart so "HH:MM:SS" labels never run together, and the label's precision
+  // from the step: seconds under a minute, the date from a day.
+  const MIN_SPAN_S = 120;
+  const TICK_SPACE_PX = 72;
+  const TIME_STEPS = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800,
+    14400, 21600, 43200, 86400, 172800];
+  const drawnTicks = new WeakMap(); // plot -> the labels its time axis shows now (ticks())
+
+  function timeRange(u, min, max) {
+    if (min == null || max == null) return [min, max];
+    return max - min >= MIN_SPAN_S ? [min, max] : [max - MIN_SPAN_S, max];
+  }
+
+  // uPlot ranges a single point itself (over 1,000 days, passing our range by), so a chart
+  // whose points span less than MIN_SPAN_S is given its window after each setData.
+  function fitTime(plot, t) {
+    if (!t.length || t[t.length - 1] - t[0] >= MIN_SPAN_S) return;
+    const [min, max] = timeRange(plot, t[0], t[t.length - 1]);
+    plot.setScale("x", { min, max });
+  }
+
+  function timeTicks(u, ticks, axis, space, step) {
+    const pattern = step % 86400 === 0 ? "{MM}-{DD}" : step % 60 ? "{HH}:{mm}:{ss}" : "{HH}:{mm}";
+    const format = uPlot.fmtDate(pattern);
+    const labels = ticks.map((t) => format(utc(t)));
+    drawnTicks.set(u, { ticks, labels });
+    return labels;
   }
 
   function options(kind, width) {
@@ -42,9 +67,10 @@
     return {
       width, height: 160, tzDate: utc,
       cursor: { drag: { x: false, y: false } },
-      scales: { x: { time: true }, y: { range: (u, min, max) => [0, Math.max(max, 0.01) * 1.1] } },
+      scales: { x: { time: true, range: timeRange }, y: { range: (u, min, max) => [0, Math.max(max, 0.01) * 1.1] } },
       axes: [
-        { label: "Time (UTC)", labelSize: 20, stroke: "#1b1f24", values: timeTicks },
+        { label: "Time (UTC)", labelSize: 20, stroke: "#1b1f24", values: timeTicks,
+          incrs: TIME_STEPS, space: TICK_SPACE_PX },
         { label: k.unit, labelSize: 20, size: 56, stroke: "#1b1f24",
           values: (u, ticks) => ticks.map((t) => `${+t.toFixed(k.digits)}`) },
       ],
@@ -88,6 +114,7 @@
       box.setAttribute("aria-label", `${KINDS[kind].title} of ${pod || "all pods"}, used against ${KINDS[kind].limitLabel.toLowerCase()}`);
       figure.appendChild(box);
       plots[kind] = new uPlot(options(kind, width), columns(series, kind), box);
+      fitTime(plots[kind], series.t);
     }
     const entry = { series, plots, figure };
     charts.set(pod, entry);
@@ -102,7 +129,10 @@
     s.t.push(ts);
     for (const key of ["memory_used", "memory_limit", "compute_used", "compute_target"]) s[key].push(figures[key]);
     if (s.t.length > MAX_POINTS) for (const key of Object.keys(s)) s[key].shift();
-    for (const kind of Object.keys(KINDS)) entry.plots[kind].setData(columns(s, kind));
+    for (const kind of Object.keys(KINDS)) {
+      entry.plots[kind].setData(columns(s, kind));
+      fitTime(entry.plots[kind], s.t);
+    }
     entry.figure.dataset.points = String(s.t.length);
   }
 
@@ -129,6 +159,20 @@
     series(pod) {
       const entry = charts.get(pod);
       return entry ? JSON.parse(JSON.stringify(entry.series)) : null;
+    },
+    // The time axis of a pod's chart ("" = the project's) as drawn: each tick's label, its
+    // position and its width in CSS pixels (the axis font); for reading, as series() is.
+    ticks(pod, kind) {
+      const entry = charts.get(pod);
+      const plot = entry && entry.plots[kind];
+      const drawn = plot && drawnTicks.get(plot);
+      if (!drawn) return null;
+      const ctx = document.createElement("canvas").getContext("2d");
+      ctx.font = plot.axes[0].font[0]; // scaled by the device pixel ratio, as uPlot draws it
+      const ratio = window.devicePixelRatio || 1;
+      return drawn.ticks.map((t, i) => ({
+        label: drawn.labels[i], x: plot.valToPos(t, "x"), width: ctx.measureText(drawn.labels[i]).width / ratio,
+      }));
     },
     // Every row as the socket has them now: charts of pods not among them fold away.
     snapshot(rows) {

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import login
@@ -40,24 +42,33 @@ def home(request: HttpRequest) -> HttpResponse:
 SIGNUP_WINDOW_SECONDS = 3600
 
 
-def _signup_refusal(request: HttpRequest) -> str | None:
+def _retry_words(seconds: int) -> str:
+    """'in 23 minutes (at 14:00 UTC)': when the window that refused a caller ends."""
+    at = datetime.now(tz=UTC) + timedelta(seconds=seconds)
+    minutes = max(1, -(-seconds // 60))
+    return f"in {minutes} minute{'s' * (minutes != 1)} (at {at:%H:%M} UTC)"
+
+
+def _signup_refusal(request: HttpRequest) -> tuple[str, int] | None:
     """Each sign-up makes a user, an organization and a namespace, for anyone: at most
     SIGNUP_PER_ADDRESS_PER_HOUR from one address and SIGNUP_PER_HOUR in all (Redis counters,
-    shared by every replica). None when this one may go ahead, else the page's message."""
+    shared by every replica). None when this one may go ahead, else the page's message and the
+    seconds until the counters start again (the answer's Retry-After)."""
     address = client_address(request)
+    retry = throttle.seconds_left(SIGNUP_WINDOW_SECONDS)
     if not throttle.allow(
         "signup-address", address, settings.SIGNUP_PER_ADDRESS_PER_HOUR, SIGNUP_WINDOW_SECONDS
     ):
         return (
-            "Too many accounts were created from your network address in the last hour, so "
-            "sign-up is paused for it. Try again in an hour, or log in if you already have an "
-            "account."
-        )
+            "Too many accounts were created from your network address this hour, so sign-up is "
+            f"paused for it. Try again {_retry_words(retry)}, or log in if you already have an "
+            "account; nothing you entered was stored."
+        ), retry
     if not throttle.allow("signup-all", "", settings.SIGNUP_PER_HOUR, SIGNUP_WINDOW_SECONDS):
         return (
-            "Sign-up is busy: more new accounts than usual were created in the last hour, so new "
-            "ones are paused for a while. Try again later; nothing you entered was stored."
-        )
+            "Sign-up is busy: more new accounts than usual were created this hour, so new ones "
+            f"are paused. Try again {_retry_words(retry)}; nothing you entered was stored."
+        ), retry
     return None
 
 
@@ -65,9 +76,12 @@ def signup(request: HttpRequest) -> HttpResponse:
     """Create a user, an organization and its first project, then log in."""
     form = SignUpForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
-        if (refusal := _signup_refusal(request)) is not None:
-            return render(request, "tenants/signup.html", {"form": form, "refusal": refusal},
-                          status=429)  # fmt: skip
+        if (refused := _signup_refusal(request)) is not None:
+            refusal, retry = refused
+            response = render(request, "tenants/signup.html",
+                              {"form": form, "refusal": refusal}, status=429)  # fmt: skip
+            response["Retry-After"] = str(retry)
+            return response
         try:
             user, _org, project = services.sign_up(**form.cleaned_data)
         except ServiceError as error:

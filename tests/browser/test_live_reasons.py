@@ -115,3 +115,40 @@ def test_pod_events_timeline_updates_without_reload(browser, transactional_db):
             expect(events.locator("details")).to_have_count(0)
         finally:
             context.close()
+
+
+def test_a_pull_error_shows_whole_and_wraps_in_its_cell(browser, transactional_db, tmp_path):
+    """Issue #49: the pull error was cut mid-word. containerd's long answer, with its unbroken
+    image reference and URL, shows whole and wraps inside the column at a laptop's width."""
+    world = make_world()
+    project = world.project_a
+    url = "https://registry-1.docker.io/v2/tenant-team/very-long-image-name-for-a-model/" + (
+        "manifests/sha256:" + "0123456789abcdef" * 4
+    )
+    message = (
+        'failed to pull and unpack image "docker.io/tenant-team/very-long-image-name:1.0": '
+        f'failed to resolve reference: failed to do request: Head "{url}": dial tcp: lookup '
+        "registry-1.docker.io on 10.96.0.10:53: read udp 10.244.0.7:40182->10.96.0.10:53: i/o "
+        "timeout"
+    )
+    waiting = ContainerFacts("llm", waiting_reason="ErrImagePull", waiting_message=message)
+    with serve_portal(connection.settings_dict["NAME"]) as portal:
+        context = signed_in_context(browser, world.viewer, portal.http_base)
+        try:
+            page = context.new_page()
+            page.set_viewport_size({"width": 1024, "height": 800})
+            page.goto(f"/projects/{project.pk}/status/")
+            expect(page.locator("#live-status")).to_have_attribute("data-state", "live")
+            _cluster_says(project, PodFacts("llm-0", phase="Pending", containers=(waiting,)))
+            row = page.locator("#cluster-pods tr[data-key]", has_text="llm-0")
+            cell = row.locator('td[data-field="reason"]')
+            expect(cell).to_contain_text(f"(ErrImagePull: {message}).")
+            page.screenshot(path=str(tmp_path / "pull-error.png"), full_page=True)
+            box = page.evaluate(
+                """() => { const t = document.getElementById('cluster-pods');
+                           const w = t.closest('.table-wrap');
+                           return [t.scrollWidth, w.clientWidth]; }"""
+            )
+            assert box[0] <= box[1], f"the table is {box[0]} px wide in a {box[1]} px column"
+        finally:
+            context.close()

@@ -12,10 +12,15 @@
  *   tranche-sample core       is the interception core loaded, here and after execve with
  *                             an empty environment and with LD_PRELOAD= ?
  *   tranche-sample ram MIB    fill MIB of host RAM (the container's memory limit)
+ *
+ * It is the container's PID 1, and the kernel drops a signal sent to a namespace's PID 1 unless
+ * the process handles it: without a handler `kubectl delete` waits the whole grace period and
+ * then kills. SIGTERM and SIGINT end every mode at once.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,6 +47,23 @@ CUresult cuModuleGetFunction(CUfunction *, CUmodule, const char *);
 CUresult cuLaunchKernel(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                         unsigned, void *, void **, void **);
 CUresult cuGetErrorName(CUresult, const char **);
+
+static void stop(int sig) {
+    static const char term[] = "tranche-sample: SIGTERM, stopping\n";
+    static const char other[] = "tranche-sample: SIGINT, stopping\n";
+    if (sig == SIGTERM) (void)!write(STDOUT_FILENO, term, sizeof term - 1);
+    else (void)!write(STDOUT_FILENO, other, sizeof other - 1);
+    _exit(0); /* the device memory and context go with the process, as with any exit */
+}
+
+static void stop_on_signals(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = stop;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+}
 
 static const char *name_of(CUresult r) {
     const char *s = "CUDA_ERROR_UNKNOWN";
@@ -146,6 +168,7 @@ static int core_loaded(void) {
 
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
+    stop_on_signals();
     const char *mode = argc > 1 ? argv[1] : "check";
     if (!strcmp(mode, "check")) return check();
     if (!strcmp(mode, "gpus")) return gpus();

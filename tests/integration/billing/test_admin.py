@@ -81,6 +81,27 @@ def test_utilisation_report(world, invoice, client) -> None:
     start = body.index('<table id="utilisation">')
     body = body[start : body.index("</table>", start)]
     # 2 x 16 GiB (50 %) slices from Nov 5 08:00: 616 h x 2 = 1232 slice-h = 616 card-h sold;
-    # no card is registered, so idle is -616
+    # no card is registered: idle is 0 (-616 on 083f417) and the 616 sold beyond it are shown
     assert "<td>1232</td>" in body
-    assert "<td>616.00</td><td>-616.00</td>" in body
+    assert "<td>616.00</td><td>0.00</td><td>616.00</td>" in body
+    assert "-616" not in page.content.decode()
+    note = page.content.decode().split('id="oversold-1">', 1)[1].split("</p>", 1)[0]
+    assert "616.00 card-hours sold beyond the 0 available, so idle is 0" in note
+    assert "No registered node agent reports a card of this model" in note
+
+
+def test_utilisation_idle_with_a_card_registered_and_never_negative(world, invoice) -> None:
+    from portal.agents.models import NodeToken
+    from portal.agents.services import issue_node_token
+    from portal.billing.reports import utilisation_by_model
+
+    model = world.products[CLASS].gpu_model.name
+    issue_node_token("gpu-node-1")
+    NodeToken.objects.filter(node_name="gpu-node-1").update(gpus=[{"name": model}])
+    [row] = utilisation_by_model(2026, 11, datetime(2026, 12, 1, tzinfo=UTC))
+    # one card for November's 720 h; 616 card-h sold: 104 idle, nothing beyond
+    assert (row.card_hours, row.sold_card_hours) == (Decimal(720), Decimal("616.00"))
+    assert (row.idle_card_hours, row.oversold_card_hours) == (Decimal("104.00"), Decimal(0))
+    NodeToken.objects.filter(node_name="gpu-node-1").update(gpus=[])
+    [row] = utilisation_by_model(2026, 11, datetime(2026, 12, 1, tzinfo=UTC))
+    assert (row.idle_card_hours, row.oversold_card_hours) == (Decimal(0), Decimal("616.00"))

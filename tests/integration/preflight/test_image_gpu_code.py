@@ -95,6 +95,7 @@ def test_the_streaming_reader_finds_what_the_whole_file_reader_finds(cuda_images
 @pytest.mark.django_db
 def test_an_image_that_does_not_exist_is_a_clear_verdict(oci_registry, plain_http) -> None:
     found = scan_image(f"{oci_registry.host}/nobody/nothing:1.0")
+    assert found.missing  # pre-flight's verdict: will fail to pull
     assert found.error == (
         f"The image {oci_registry.host}/nobody/nothing:1.0 does not exist in its registry."
     )

@@ -52,11 +52,18 @@ def test_one_address_signs_up_at_most_its_cap_and_the_whole_portal_its_own(
     third = _sign_up("third")
     assert third.status_code == 429
     assert "from your network address" in third.content.decode()
-    assert "Try again in an hour" in third.content.decode()
+    # when to retry: the header and the words name the end of the hour's window (#49)
+    retry = int(third["Retry-After"])
+    assert 1 <= retry <= SIGNUP_WINDOW_SECONDS
+    assert abs(retry - throttle.seconds_left(SIGNUP_WINDOW_SECONDS)) <= 2
+    minutes = -(-retry // 60)
+    assert f"Try again in {minutes} minute" in third.content.decode()
+    assert " UTC)" in third.content.decode()
     assert _sign_up("fourth", "198.51.100.2").status_code == 302  # another address: own cap
     everyone = _sign_up("fifth", "198.51.100.3")
     assert everyone.status_code == 429  # the global cap (3) was reached
     assert "Sign-up is busy" in everyone.content.decode()
+    assert int(everyone["Retry-After"]) <= SIGNUP_WINDOW_SECONDS
     names = set(get_user_model().objects.values_list("username", flat=True))
     assert {"third", "fifth"}.isdisjoint(names)
 

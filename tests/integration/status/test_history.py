@@ -78,3 +78,60 @@ def test_live_page_carries_the_chart_data():
     gone = page[page.index('id="gone-charts"') :]
     assert 'data-pod="train"' in gone  # no agent reports it now
     assert 'id="gone-count">1<' in page
+
+
+def _plan(project, device_class: str, quantity: int) -> None:
+    from portal.catalog.models import Product
+    from portal.orders.models import Subscription
+
+    product = Product.objects.get(device_class=device_class)
+    Subscription.objects.create(project=project, product=product, quantity=quantity)
+
+
+def test_a_one_slice_plan_charts_one_slices_limit_through_rollouts():
+    """Issue #49: pods that followed each other (a check pod, the workload, its Recreate
+    rollouts) summed to a 24 GiB "slice limit" on a one-slice plan. A coarse bucket takes the
+    highest sum of any one minute; a minute two pods shared at a hand-over is bounded by the plan.
+    """
+    from portal.status.charts import within_plan
+
+    world = make_world()
+    project = world.project_a
+    _plan(project, "tranche-v100-8g", 1)
+    pid = project.pk
+    handover = NOW - timedelta(minutes=10) + timedelta(seconds=30)
+    for pod, start, end in [
+        ("slice-check", NOW - timedelta(hours=3), NOW - timedelta(hours=2, minutes=50)),
+        ("llm-1", NOW - timedelta(hours=2, minutes=50), NOW - timedelta(hours=2, minutes=30)),
+        ("llm-2", NOW - timedelta(minutes=30), handover),
+        ("llm-3", handover, NOW),
+    ]:
+        history.record_samples(_samples(pid, pod, start, int((end - start).total_seconds())), NOW)
+
+    raw = history.series(pid, points=96, now=NOW)
+    coarse = [p for p in raw if p.start < NOW - history.FINE_WINDOW]
+    assert coarse
+    assert {p.memory_limit_bytes for p in coarse} == {8 * GIB}  # 16 GiB on 083f417
+    assert {p.compute_target_percent for p in coarse} == {25}
+    shared = [p for p in raw if p.start == handover.replace(second=0)]
+    assert shared[0].memory_limit_bytes == 16 * GIB  # both pods reported in that minute
+
+    charted = within_plan(raw, pid)
+    assert max(p.memory_limit_bytes for p in charted) == 8 * GIB
+    assert max(p.compute_target_percent for p in charted) == 25
+    assert [p.start for p in charted] == [p.start for p in raw]
+
+
+def test_pods_that_run_at_once_sum_within_a_two_slice_plan():
+    world = make_world()
+    project = world.project_a
+    _plan(project, "tranche-v100-8g", 2)
+    pid = project.pk
+    for pod in ("a", "b"):
+        history.record_samples(_samples(pid, pod, NOW - timedelta(hours=2), 1800), NOW)
+    from portal.status.charts import within_plan
+
+    charted = within_plan(history.series(pid, points=96, now=NOW), pid)
+    assert {p.memory_limit_bytes for p in charted} == {16 * GIB}
+    assert {p.compute_target_percent for p in charted} == {50}
+    assert max(p.memory_used_bytes for p in charted) == 2 * (59 * GIB // 60)

@@ -234,3 +234,44 @@ def test_quantities(text, value):
 def test_message_without_quota_is_not_a_quota_verdict():
     assert r.quota_verdict("pods is forbidden: something else", PROJECT) is None
     assert r.parse_exceeded_quota("garbage") == []
+
+
+# containerd's answer for an image it cannot resolve on a node without DNS (the demo's walk)
+PULL_ERROR = (
+    'failed to pull and unpack image "docker.io/ollama/ollama:0.24.0": failed to resolve '
+    'reference "docker.io/ollama/ollama:0.24.0": failed to do request: Head '
+    '"https://registry-1.docker.io/v2/ollama/ollama/manifests/0.24.0": dial tcp: lookup '
+    "registry-1.docker.io on 10.96.0.10:53: read udp 10.244.0.7:40182->10.96.0.10:53: i/o "
+    "timeout"
+)
+
+
+def _pulling(message: str) -> r.Verdict:
+    waiting = ContainerFacts("llm", waiting_reason="ErrImagePull", waiting_message=message)
+    return r.classify(pod(phase="Pending", containers=(waiting,)), ProjectFacts())
+
+
+def test_a_pull_error_is_quoted_whole_never_cut_mid_word():
+    """Issue #49: the live page showed the pull error cut at 200 characters, mid-word."""
+    verdict = _pulling(PULL_ERROR)
+    assert verdict.reason == r.IMAGE_PULL
+    assert f"(ErrImagePull: {PULL_ERROR})." in verdict.words
+    assert len(verdict.words) <= r.WORDS_CHARS
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda m: _pulling(m).words,
+        lambda m: r.classify_refusal(m, ProjectFacts()).words,
+        lambda m: r.classify(pod(phase="Pending", unschedulable_message=m), ProjectFacts()).words,
+    ],
+    ids=["pull", "refusal", "unschedulable"],
+)
+def test_a_message_longer_than_the_page_keeps_is_shortened_at_a_word(build):
+    long = " ".join(f"word{i:03d}" for i in range(150))  # 1,199 characters
+    words = build(long)
+    assert len(words) <= r.WORDS_CHARS
+    assert "…" in words
+    last = words.split("…")[0].split()[-1]
+    assert last in long.split(), last  # a whole word before the mark, never half of one

@@ -154,8 +154,26 @@ if [ "$DRIVER" = simgpu ]; then
     export PATH=$BUILD/simgpu:$PATH
 fi
 
+build() { # folder [make variables...]: the core, simgpu and the programs
+    local dir=$1
+    shift
+    limited 300 make -C "$NATIVE" -j"$(nproc)" BUILD="$dir" "$@" all >"$WORK/build.log" 2>&1
+}
 if [ "${GPU_CHECK_PREBUILT:-0}" != 1 ]; then
-    limited 300 make -C "$NATIVE" -j"$(nproc)" BUILD="$BUILD" all >"$WORK/build.log" 2>&1
+    build "$BUILD"
+    build_rc=$?
+    check build $build_rc "$(tail -c 600 "$WORK/build.log")"
+    # The pinned headers it was built against travel with the build folder, so a device
+    # machine without them can build again if the carried programs do not load there.
+    read -r cuda_inc nvml_inc < <(make -s -C "$NATIVE" \
+        --eval='print-headers: ; @echo $(CUDA_INCLUDE) $(NVML_INCLUDE)' print-headers)
+    mkdir -p "$BUILD/include" && cp "$cuda_inc/cuda.h" "$nvml_inc/nvml.h" "$BUILD/include/"
+elif [ -x "$PROGS/fmaloop" ] && { "$PROGS/fmaloop" >/dev/null 2>&1; [ $? -eq 127 ]; }; then
+    # 127: the loader refused them (an older glibc than the build machine's, 2.34 needed).
+    note prebuilt "the carried programs do not load here: built again from $BUILD/include"
+    BUILD=$WORK/build LIB=$WORK/build/libtranche.so PROGS=$WORK/build/tests
+    build "$BUILD" CUDA_INCLUDE="${GPU_CHECK_BUILD:-$NATIVE/build}/include" \
+        NVML_INCLUDE="${GPU_CHECK_BUILD:-$NATIVE/build}/include"
     build_rc=$?
     check build $build_rc "$(tail -c 600 "$WORK/build.log")"
 fi
@@ -176,8 +194,11 @@ mkdir -p /etc/tranche /var/run/tranche || { note error "cannot make the mount po
 # What one context takes on this card, without the core (total - free once it exists): the
 # context floor of every slice, and the small slices are that plus the 60 MiB the native
 # programs were written for (64 MiB slices with 4 MiB contexts on simgpu).
-info=$(limited 60 "$(prog probe)" info)
-CTX=$(($(field device_total "$info") - $(field free "$info")))
+info=$(limited 60 "$(prog probe)" info 2>&1)
+device_total=$(field device_total "$info") free=$(field free "$info")
+[[ $device_total =~ ^[0-9]+$ && $free =~ ^[0-9]+$ ]] ||
+    { note error "probe info without the core failed: $info"; finish 2; }
+CTX=$((device_total - free))
 CTX=$(((CTX + 2 * MiB - 1) / (2 * MiB) * (2 * MiB)))
 [ "$CTX" -gt 0 ] || { note error "no context size from probe info: $info"; finish 2; }
 note context_bytes "$CTX"
@@ -253,6 +274,7 @@ run_holes ctx_set_limit surface limit direct
 # what it got, the card (seen from outside) holds no more than the slice above what it held.
 container graphfree "$SMALL" 100
 base=$(smi_used_mib)
+: >"$WORK/graphfree.out"
 mkfifo "$WORK/graphfree.in"
 exec 8<>"$WORK/graphfree.in"
 in_container graphfree 60 "$(prog graphfree)" 10 48 <"$WORK/graphfree.in" >"$WORK/graphfree.out" 2>&1 8>&- &
@@ -302,6 +324,7 @@ check thread_churn.launches $? "$out"
 # --- Two processes of one container share one cap: what the first holds, the second lacks.
 shared=$((4 * GiB)) hold=$((2 * GiB))
 container shared "$shared" 100
+: >"$WORK/hold.out"
 mkfifo "$WORK/hold.in"
 exec 9<>"$WORK/hold.in"
 in_container shared 120 "$(prog probe)" hold "$hold" <"$WORK/hold.in" >"$WORK/hold.out" 2>&1 9>&- &

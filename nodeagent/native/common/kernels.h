@@ -1,14 +1,15 @@
 /*
- * The kernels the test programs launch, as PTX text: the real driver JIT-compiles it for the
- * card (PTX 7.0 for sm_70 runs on every GPU from Volta on, H100 and H200 included), and simgpu
- * ignores the image and runs each launch for params[0] nanoseconds. Both kernels take a u64
+ * The kernels the test programs (tests/native/progs) and bench/overhead launch, as PTX text:
+ * the real driver JIT-compiles it for the card (PTX 7.0 for sm_70 runs on every GPU from Volta
+ * on, H100 and H200 included; ptxas 12.9 takes it for sm_70 and sm_90), and simgpu ignores the
+ * image and runs each launch for params[0] nanoseconds. Both kernels take a u64
  * first, so one launch means the same on both:
  *   spin(u64 ns)                busy-waits ns nanoseconds by the GPU's global timer
  *   fma(u64 iters, u64 out)     iters rounds of four dependent FMAs a thread (a matmul's inner
  *                               loop without the loads), each thread's sum stored to out[i]
  */
-#ifndef TEST_KERNELS_H
-#define TEST_KERNELS_H
+#ifndef TRANCHE_KERNELS_H
+#define TRANCHE_KERNELS_H
 
 static const char KERNELS_PTX[] =
     ".version 7.0\n"

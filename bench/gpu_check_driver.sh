@@ -130,16 +130,17 @@ watch_used() { # file
 peak_over() { # file baseline-MiB: the most the card held above the baseline, in bytes
     awk -v b="$2" -v m="$MiB" '$1 ~ /^[0-9]+$/ && $1 > p { p = $1 } END { print ((p > b ? p - b : 0) * m) }' "$1"
 }
-# Every device-0 "phys" figure a program printed is within the slice (-1 or huge: NVML could
-# not say, which fails).
+# Every device-0 "phys" figure a program printed is within the slice, and NVML saw the process
+# hold something (its context at least): all zero means NVML lists other PIDs than the
+# program's (a PID namespace), and the figures prove nothing. -1 or huge: NVML could not say.
 phys_within() { # output slice-bytes
-    local k v seen=0
+    local k v most=0
     for kv in $(printf '%s\n' "$1" | tr ' ' '\n' | grep -E '^(phys|phys0|phys_peak|phys_after[0-9]+|mapped_phys0|retained_phys0)='); do
         k=${kv%%=*} v=${kv#*=}
-        seen=1
         [[ $v =~ ^[0-9]+$ ]] && [ "$v" -le "$2" ] || { echo "$k=$v over $2" >&2; return 1; }
+        [ "$v" -le "$most" ] || most=$v
     done
-    [ "$seen" = 1 ]
+    [ "$most" -gt 0 ] || { echo "NVML showed no memory of this process" >&2; return 1; }
 }
 
 note started "$(date -u +%FT%TZ)"
@@ -291,11 +292,15 @@ note graphfree "$(tr '\n' ' ' <"$WORK/graphfree.out")card_bytes_held=$held"
 grep -q '^held' "$WORK/graphfree.out" && [ "$rc" -eq 0 ] && [ "$held" -le "$SMALL" ]
 check graph.nodes_added_by_free $? "rc=$rc held=$held"
 
-# --- Contexts on a device outside the slice: none, by any API.
-container outside "$SMALL" 100
-out=$(in_container outside 60 "$(prog ctxtricks)" outside 1 </dev/null 2>&1)
-[[ $(printf '%s\n' "$out" | head -1) == "retain=101 v2=101 v3=101 v4=101 green=101" ]]
-check contexts.other_device $? "$out"
+# --- Contexts on a device outside the slice: none, by any API. Needs a second GPU.
+if [ "$(field count "$info")" -ge 2 ] 2>/dev/null; then
+    container outside "$SMALL" 100
+    out=$(in_container outside 60 "$(prog ctxtricks)" outside 1 </dev/null 2>&1)
+    [[ $(printf '%s\n' "$out" | head -1) == "retain=101 v2=101 v3=101 v4=101 green=101" ]]
+    check contexts.other_device $? "$out"
+else
+    note contexts.other_device "not run: CUDA sees one GPU here"
+fi
 
 # --- Thread churn: two processes of one container, each creating and destroying contexts and
 # retaining/resetting the primary one from two threads, on a slice of three contexts.
@@ -362,18 +367,25 @@ note share_percent.pair "25=${s25:-none} 75=${s75:-none} over ${WINDOW_S}s"
 within "${s25:-none}" 25 3 && within "${s75:-none}" 75 3
 check share_25_75 $? "25=${s25:-none} 75=${s75:-none}"
 
-# --- Overhead by the wall clock: the hooked calls with the core (at 100 %) and without.
+# --- Overhead by the wall clock: the hooked calls with the core (at 100 %) and without, three
+# alternating runs of each (each the median of 9 rounds), the least of each counting.
 container overhead "$((8 * GiB))" 100
-plain=$(limited 120 "$BUILD/bench/overhead" 20000 wall 2>&1)
-cored=$(in_container overhead 120 "$BUILD/bench/overhead" 20000 wall 2>&1)
+: >"$WORK/overhead.plain"
+: >"$WORK/overhead.core"
+for round in 1 2 3; do
+    limited 120 "$BUILD/bench/overhead" 20000 wall >>"$WORK/overhead.plain" 2>&1
+    in_container overhead 120 "$BUILD/bench/overhead" 20000 wall >>"$WORK/overhead.core" 2>&1
+done
+least() { awk -v c="$1" '$1 == c && (m == "" || $2 < m) { m = $2 } END { print m }' "$2"; }
 for call in cuLaunchKernel cuMemAlloc+cuMemFree cuMemGetInfo cuMemAllocAsync+cuMemFreeAsync; do
-    a=$(printf '%s\n' "$plain" | awk -v c="$call" '$1 == c { print $2 }')
-    b=$(printf '%s\n' "$cored" | awk -v c="$call" '$1 == c { print $2 }')
+    a=$(least "$call" "$WORK/overhead.plain")
+    b=$(least "$call" "$WORK/overhead.core")
     note "overhead_ns.$call" "no_core=${a:-none} core=${b:-none} added=$(awk -v a="$a" -v b="$b" \
         'BEGIN { if (a == "" || b == "") print "none"; else printf "%.1f\n", b - a }')"
 done
-[[ $plain == *cuLaunchKernel* ]] && [[ $cored == *cuLaunchKernel* ]]
-check overhead_measured $? "$plain / $cored"
+[ "$(grep -c '^cuLaunchKernel ' "$WORK/overhead.plain")" = 3 ] &&
+    [ "$(grep -c '^cuLaunchKernel ' "$WORK/overhead.core")" = 3 ]
+check overhead_measured $? "$(tail -c 300 "$WORK/overhead.plain") / $(tail -c 300 "$WORK/overhead.core")"
 
 # --- A matmul-like kernel loop: throughput at 100 % within FMA_TOLERANCE % of no core. The
 # two alternate in three rounds and the best round of each counts: what a busy host (CI) takes

@@ -128,7 +128,7 @@ watch_used() { # file
     while :; do smi_used_mib >>"$1" 2>/dev/null || return; sleep 0.05; done
 }
 peak_over() { # file baseline-MiB: the most the card held above the baseline, in bytes
-    awk -v b="$2" -v m="$MiB" '$1 ~ /^[0-9]+$/ && $1 > p { p = $1 } END { print ((p > b ? p - b : 0) * m) }' "$1"
+    awk -v b="$2" -v m="$MiB" '$1 ~ /^[0-9]+$/ && $1 > p { p = $1 } END { printf "%.0f\n", (p > b ? p - b : 0) * m }' "$1"
 }
 # Every device-0 "phys" figure a program printed is within the slice, and NVML saw the process
 # hold something (its context at least): all zero means NVML lists other PIDs than the
@@ -142,6 +142,23 @@ phys_within() { # output slice-bytes
     done
     [ "$most" -gt 0 ] || { echo "NVML showed no memory of this process" >&2; return 1; }
 }
+
+# A process that holds what it got until its stdin closes: stdin is a FIFO this shell keeps
+# open; hold_begin returns once it printed "held" (or ended), hold_end closes and waits.
+hold_begin() { # tag container seconds command...
+    local tag=$1 name=$2 limit=$3
+    shift 3
+    : >"$WORK/$tag.out"
+    mkfifo "$WORK/$tag.in"
+    exec {HOLD_FD}<>"$WORK/$tag.in"
+    in_container "$name" "$limit" "$@" <"$WORK/$tag.in" >"$WORK/$tag.out" 2>&1 {HOLD_FD}>&- &
+    HOLD_PID=$!
+    while ! grep -q '^held' "$WORK/$tag.out" && kill -0 "$HOLD_PID" 2>/dev/null &&
+        [ "$SECONDS" -lt "$DEADLINE" ]; do
+        sleep 0.1
+    done
+}
+hold_end() { exec {HOLD_FD}>&-; wait "$HOLD_PID"; }
 
 note started "$(date -u +%FT%TZ)"
 note driver "$DRIVER"
@@ -275,17 +292,9 @@ run_holes ctx_set_limit surface limit direct
 # what it got, the card (seen from outside) holds no more than the slice above what it held.
 container graphfree "$SMALL" 100
 base=$(smi_used_mib)
-: >"$WORK/graphfree.out"
-mkfifo "$WORK/graphfree.in"
-exec 8<>"$WORK/graphfree.in"
-in_container graphfree 60 "$(prog graphfree)" 10 48 <"$WORK/graphfree.in" >"$WORK/graphfree.out" 2>&1 8>&- &
-gf=$!
-while ! grep -q '^held' "$WORK/graphfree.out" && kill -0 "$gf" 2>/dev/null && [ "$SECONDS" -lt "$DEADLINE" ]; do
-    sleep 0.1
-done
+hold_begin graphfree graphfree 60 "$(prog graphfree)" 10 48
 held_mib=$(smi_used_mib)
-exec 8>&-
-wait "$gf"
+hold_end
 rc=$?
 held=$(((${held_mib:-0} - ${base:-0}) * MiB))
 note graphfree "$(tr '\n' ' ' <"$WORK/graphfree.out")card_bytes_held=$held"
@@ -302,11 +311,12 @@ else
     note contexts.other_device "not run: CUDA sees one GPU here"
 fi
 
-# --- Thread churn: two processes of one container, each creating and destroying contexts and
-# retaining/resetting the primary one from two threads, on a slice of three contexts.
-churn_slice=$((3 * CTX))
-container churn "$churn_slice" 100
+# --- Thread churn: a holder fills the slice, then two processes of the same container create
+# and destroy contexts and retain/reset the primary one from two threads each for 2 s: none
+# fits, and the card, watched from outside, never holds more than the slice.
+container churn "$SMALL" 100
 base=$(smi_used_mib)
+hold_begin churn-holder churn 60 "$(prog chain)" hold $((4 * MiB))
 watch_used "$WORK/churn.used" &
 BACKGROUND+=($!)
 in_container churn 60 "$(prog ctxtricks)" churn 2000 >"$WORK/churn.1" 2>&1 &
@@ -316,30 +326,29 @@ rc2=$?
 wait "$c1"
 rc1=$?
 kill "${BACKGROUND[-1]}" 2>/dev/null
+hold_end
 peak=$(peak_over "$WORK/churn.used" "$base")
-note churn "$(cat "$WORK/churn.1") / $(cat "$WORK/churn.2") peak_bytes=$peak"
-[ "$rc1" -eq 0 ] && [ "$rc2" -eq 0 ] && [ "$peak" -le "$churn_slice" ] &&
-    grep -q '^made=[1-9]' "$WORK/churn.1" && grep -q '^made=[1-9]' "$WORK/churn.2"
-check thread_churn.contexts $? "rc=$rc1,$rc2 peak=$peak slice=$churn_slice"
+note churn "holder $(head -1 "$WORK/churn-holder.out"); $(cat "$WORK/churn.1") / $(cat "$WORK/churn.2"); card_peak_bytes=$peak slice=$SMALL"
+grep -q '^held' "$WORK/churn-holder.out" && [ "$rc1" -eq 0 ] && [ "$rc2" -eq 0 ] &&
+    [ "$peak" -le "$SMALL" ] && grep -q '^made=0 refused=[1-9]' "$WORK/churn.1" &&
+    grep -q '^made=0 refused=[1-9]' "$WORK/churn.2"
+check thread_churn.contexts $? "rc=$rc1,$rc2 peak=$peak"
+# Launches from 4 threads that end, at 50 %: 800 x 2 ms of device time must take about 3.2 s,
+# at least 2.56 s (80 %); launches lost with their thread would let it finish in about 1.6 s.
 container threads "$GiB" 50
-out=$(in_container threads 60 "$(prog threads)" 4 100 200000 </dev/null 2>&1)
-[[ $out == "threads launched 400"* ]]
+start_ns=$(date +%s%N)
+out=$(in_container threads 60 "$(prog threads)" 4 200 2000000 </dev/null 2>&1)
+took_ms=$((($(date +%s%N) - start_ns) / 1000000))
+note thread_launches "$(printf '%s' "$out" | head -1) in ${took_ms} ms at 50 %"
+[[ $out == "threads launched 800"* ]] && [ "$took_ms" -ge 2560 ]
 check thread_churn.launches $? "$out"
 
 # --- Two processes of one container share one cap: what the first holds, the second lacks.
 shared=$((4 * GiB)) hold=$((2 * GiB))
 container shared "$shared" 100
-: >"$WORK/hold.out"
-mkfifo "$WORK/hold.in"
-exec 9<>"$WORK/hold.in"
-in_container shared 120 "$(prog probe)" hold "$hold" <"$WORK/hold.in" >"$WORK/hold.out" 2>&1 9>&- &
-holder=$!
-while ! grep -q '^held' "$WORK/hold.out" && kill -0 "$holder" 2>/dev/null && [ "$SECONDS" -lt "$DEADLINE" ]; do
-    sleep 0.1
-done
+hold_begin hold shared 120 "$(prog probe)" hold "$hold"
 out=$(in_container shared 120 "$(prog captest)" alloc 2>&1)
-exec 9>&-
-wait "$holder"
+hold_end
 filled=$(field filled "$out")
 note two_processes "first=$(head -1 "$WORK/hold.out") second_filled=${filled:-none} slice=$shared"
 grep -q '^held' "$WORK/hold.out" && [[ $out == *"OK alloc"* ]] && [ "$filled" -le $((shared - hold)) ]

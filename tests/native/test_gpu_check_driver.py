@@ -134,6 +134,8 @@ def test_without_the_core_the_slice_checks_fail(native_build: Build, tmp_path: P
         "two_processes_share_the_cap",
         "launch_share.25",
         "share_25_75",
+        "thread_churn.contexts",
+        "thread_churn.launches",
     ):
         assert checks[name] == "FAILED", (name, figures)
     assert _figure(figures, "nvidia_smi_total_mib.4g") == "81559"

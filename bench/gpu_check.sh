@@ -6,6 +6,11 @@
 # processes sharing one cap, matmul throughput at 25/50/100 % and the core's overhead at 100 %.
 #
 #   bench/gpu_check.sh RESULTS_FILE
+#   bench/gpu_check.sh --driver-api RESULTS_FILE
+#
+# --driver-api runs bench/gpu_check_driver.sh instead: the same slice checked through the
+# driver API alone (no PyTorch, no Python), under the shipped core at its fixed paths, on the
+# real driver or on simgpu; see docs/gpu-check.md.
 #
 # PYTHON: the interpreter with PyTorch (default: .venv's python if it has torch, else python3).
 #
@@ -15,7 +20,11 @@
 # if steps hang. Exit status: 0 all checks passed, 1 a check failed, 2 no GPU or no UUID,
 # 3 PyTorch with CUDA missing (the checks before torch still ran).
 set -uo pipefail
-RESULTS=${1:?usage: bench/gpu_check.sh RESULTS_FILE}
+if [ "${1:-}" = --driver-api ]; then
+    shift
+    exec "$(dirname "$0")/gpu_check_driver.sh" "$@"
+fi
+RESULTS=${1:?usage: bench/gpu_check.sh [--driver-api] RESULTS_FILE}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PY=${PYTHON:-}
 if [ -z "$PY" ]; then

@@ -5,6 +5,7 @@
  *   "share <percent> launched <n> elapsed_ns <ns>"
  */
 #include "common.h"
+#include "kernels.h"
 
 #define INFLIGHT 4
 
@@ -16,7 +17,7 @@ int main(int argc, char **argv) {
     CUmodule mod;
     CUfunction fn;
     CHECK(open_device(ordinal, &dev));
-    CHECK(cuModuleLoadData(&mod, "burn"));
+    CHECK(cuModuleLoadData(&mod, KERNELS_PTX));
     CHECK(cuModuleGetFunction(&fn, mod, "spin"));
     CUevent ev[INFLIGHT];
     for (int i = 0; i < INFLIGHT; i++) CHECK(cuEventCreate(&ev[i], 0));

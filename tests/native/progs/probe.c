@@ -9,6 +9,7 @@
  *                             print "meter launches <n> elapsed_ns <ns>"
  */
 #include "common.h"
+#include "kernels.h"
 
 #include <dlfcn.h>
 #include <unistd.h>
@@ -152,7 +153,7 @@ static int meter(void) {
     CUgraph g;
     CUgraphExec ge;
     CHECK(open_device(0, &dev));
-    CHECK(cuModuleLoadData(&mod, "meter"));
+    CHECK(cuModuleLoadData(&mod, KERNELS_PTX));
     CHECK(cuModuleGetFunction(&fn, mod, "spin"));
     CHECK(cuGraphCreate(&g, 0));
     CHECK(cuGraphInstantiateWithFlags(&ge, g, 0));

@@ -6,6 +6,7 @@
  * KERNEL_NS and returns; main joins them all, then prints "threads launched <n>".
  */
 #include "common.h"
+#include "kernels.h"
 
 #include <pthread.h>
 
@@ -33,7 +34,7 @@ int main(int argc, char **argv) {
     CUmodule mod;
     CHECK(open_device(0, &dev));
     CHECK(cuCtxGetCurrent(&ctx));
-    CHECK(cuModuleLoadData(&mod, "threads"));
+    CHECK(cuModuleLoadData(&mod, KERNELS_PTX));
     CHECK(cuModuleGetFunction(&fn, mod, "spin"));
     pthread_t t[64];
     EXPECT(n > 0 && n <= 64);

@@ -35,8 +35,11 @@ BUILD=${GPU_CHECK_BUILD:-$NATIVE/build}
 DRIVER=${GPU_CHECK_DRIVER:-real}
 CORE=${GPU_CHECK_CORE:-shipped}
 case $DRIVER in
-real) run_s=10 window_s=60 fma_iters=200000 fma_tolerance=1 ;;
-simgpu) run_s=3 window_s=4 fma_iters=2000000 fma_tolerance=3 ;;
+real) run_s=10 window_s=60 fma_iters=200000 fma_tolerance=1 whole_floor=97 ;;
+# On simgpu a kernel is the host's own clock, so a share alone at 100 % measures how often the
+# busy host lets the launching thread run (91 % at a load average of 12 on 2 cores): there the
+# 100 % check asks only that nothing throttled it far below whole.
+simgpu) run_s=3 window_s=4 fma_iters=2000000 fma_tolerance=3 whole_floor=85 ;;
 *) echo "GPU_CHECK_DRIVER must be real or simgpu, not '$DRIVER'" >&2; exit 2 ;;
 esac
 RUN_S=${GPU_CHECK_RUN_S:-$run_s}
@@ -343,6 +346,29 @@ note thread_launches "$(printf '%s' "$out" | head -1) in ${took_ms} ms at 50 %"
 [[ $out == "threads launched 800"* ]] && [ "$took_ms" -ge 2560 ]
 check thread_churn.launches $? "$out"
 
+# --- The zombie leader (#44): each holder fills what it can, drops its slot lock and ends its
+# main thread by SYS_exit while a second thread keeps the process and its memory. Four in a
+# row, 0.05 s apart, in one container: the card never holds more than the slice plus one
+# allocation (the leader reading 'Z' in /proc frees nothing).
+container zombie "$SMALL" 100
+base=$(smi_used_mib)
+zfds=() zpids=()
+for i in 1 2 3 4; do
+    hold_begin "zombie$i" zombie 60 "$(prog chain)" zombie $((4 * MiB))
+    zfds+=("$HOLD_FD") zpids+=("$HOLD_PID")
+    sleep 0.05
+done
+used=$(smi_used_mib)
+held=$(((used > base ? used - base : 0) * MiB))
+note zombie_leaders "$(cat "$WORK"/zombie?.out | grep '^held' | tr '\n' ' ')card_bytes_held=$held slice=$SMALL"
+for i in 0 1 2 3; do
+    fd=${zfds[i]}
+    exec {fd}>&-
+    wait "${zpids[i]}"
+done
+grep -q '^held' "$WORK/zombie1.out" && [ "$held" -le $((SMALL + 4 * MiB)) ]
+check zombie_leader_chain $? "held=$held slice=$SMALL"
+
 # --- Two processes of one container share one cap: what the first holds, the second lacks.
 shared=$((4 * GiB)) hold=$((2 * GiB))
 container shared "$shared" 100
@@ -362,7 +388,11 @@ for pct in 25 50 100; do
     container "share$pct" "$GiB" "$pct"
     s=$(burn "share$pct" "$RUN_S")
     note "share_percent.alone_$pct" "${s:-none}"
-    within "${s:-none}" "$pct" 3
+    if [ "$pct" -eq 100 ]; then
+        awk -v v="${s:-none}" -v f="$whole_floor" 'BEGIN { exit !(v ~ /^[0-9.]+$/ && v >= f) }'
+    else
+        within "${s:-none}" "$pct" 3
+    fi
     check "launch_share.$pct" $? "${s:-none}"
 done
 container pair25 "$GiB" 25

@@ -44,6 +44,7 @@ EVERY_CHECK = {
     "contexts.other_device",
     "thread_churn.contexts",
     "thread_churn.launches",
+    "zombie_leader_chain",
     "two_processes_share_the_cap",
     "launch_share.25",
     "launch_share.50",

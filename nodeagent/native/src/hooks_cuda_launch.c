@@ -265,9 +265,13 @@ static void settle_ready(int wait) {
     int free_ = 0;
     if (!wait && !atomic_compare_exchange_strong(&ring_lock, &free_, 1)) return; /* busy */
     if (wait) tr_lock(&ring_lock);
-    for (uint32_t i = 0; i < RING; i++) {
+    /* Entries are taken lowest first, so the pending ones sit at the front: the scan stops
+     * once it has seen as many as there are. */
+    uint32_t left = atomic_load(&pending);
+    for (uint32_t i = 0; i < RING && left; i++) {
         sample_t *s = &ring[i];
         if (s->state != S_PENDING) continue;
+        left--;
         CUresult q = wait ? REAL_FN(cuEventSynchronize)(s->end) : REAL_FN(cuEventQuery)(s->end);
         if (q == CUDA_ERROR_NOT_READY) continue;
         settle(s, q == CUDA_SUCCESS ? elapsed_ns(s->start, s->end) : -1);

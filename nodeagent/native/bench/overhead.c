@@ -1,11 +1,15 @@
 /*
  * Per-call cost of the hooked driver calls: run once plainly and once with libtranche.so
  * preloaded; bench/native_overhead.py runs both side by side and subtracts. Usage:
- *   overhead [ITERS] [primary|created] [KERNEL_NS]
+ *   overhead [ITERS] [primary|created] [KERNEL_NS] [GAP]
  * Works in the device's primary context or in one made by cuCtxCreate. Each call loop runs
  * ITERS calls (alloc+free: ITERS / 4 pairs) in each of 9 rounds, timed in chunks by the wall
  * clock (CLOCK_MONOTONIC: what a program waits, the meter's own sleeps included) and by the
- * thread's CPU clock beside it; the launch loop's kernels run KERNEL_NS each (default 20).
+ * thread's CPU clock beside it; the launch loop's kernels run KERNEL_NS each (default 20), and
+ * each launch is followed by GAP iterations of a spin loop (default 0): a loop paced so that
+ * its device use stays below a metered share (a sample of a tiny kernel reads the driver's
+ * launch call, more on a busy machine: see the README). So each launch is timed around the
+ * call alone, less the cost of the clock reads (timed apart, around nothing).
  * Prints one "name wall_ns cpu_ns" line per call (the median chunk's per-call time) and
  * "launch_loop_ns <total wall ns of the launch loops>" (for the throttle's share of it).
  */
@@ -39,7 +43,7 @@ static int cmp(const void *a, const void *b) {
 
 #define ROUNDS 9
 #define CHUNK 1000
-#define CALLS 4
+#define CALLS 5 /* the four calls, and the launch loop's spin alone */
 #define CHECK(x)                                                                               \
     do {                                                                                       \
         CUresult r_ = (x);                                                                     \
@@ -50,12 +54,14 @@ static int cmp(const void *a, const void *b) {
     } while (0)
 
 static const char *const names[CALLS] = {"cuLaunchKernel", "cuMemAlloc+cuMemFree",
-                                         "cuMemGetInfo", "cuMemAllocAsync+cuMemFreeAsync"};
+                                         "cuMemGetInfo", "cuMemAllocAsync+cuMemFreeAsync",
+                                         "spin"};
 
 int main(int argc, char **argv) {
     int iters = argc > 1 ? atoi(argv[1]) : 200000;
     int created = argc > 2 && strcmp(argv[2], "created") == 0;
     uint64_t dur = argc > 3 ? strtoull(argv[3], NULL, 10) : 20;
+    int gap = argc > 4 ? atoi(argv[4]) : 0;
     CUdevice dev;
     CUcontext ctx;
     CUmodule mod;
@@ -91,34 +97,60 @@ int main(int argc, char **argv) {
             stamp_t loop0 = stamp();
             for (int k = 0; k < iters / CHUNK; k++) {
                 stamp_t t0 = stamp();
+                stamp_t bracketed = {0, 0}; /* launch loop: time inside the calls alone */
                 for (int i = 0; i < chunk; i++) {
                     CUdeviceptr p;
                     size_t f, tot;
                     switch (c) {
-                    case 0: cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL); break;
+                    case 0: {
+                        stamp_t a = stamp();
+                        cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL);
+                        stamp_t b = stamp();
+                        bracketed.wall += b.wall - a.wall;
+                        bracketed.cpu += b.cpu - a.cpu;
+                        for (volatile int g = 0; g < gap; g++) {
+                        }
+                        break;
+                    }
                     case 1:
                         cuMemAlloc_v2(&p, 4096);
                         cuMemFree_v2(p);
                         break;
                     case 2: cuMemGetInfo_v2(&f, &tot); break;
-                    default:
+                    case 3:
                         cuMemAllocAsync(&p, 4096, stream);
                         cuMemFreeAsync(p, stream);
                         break;
+                    default: {
+                        stamp_t a = stamp(), b = stamp();
+                        bracketed.wall += b.wall - a.wall;
+                        bracketed.cpu += b.cpu - a.cpu;
+                        for (volatile int g = 0; g < gap; g++) {
+                        }
+                        break;
+                    }
                     }
                 }
                 stamp_t t1 = stamp();
-                wall[c][n[c]] = (double)(t1.wall - t0.wall) / chunk;
-                cpu[c][n[c]++] = (double)(t1.cpu - t0.cpu) / chunk;
+                int alone = c == 0 || c == CALLS - 1;
+                wall[c][n[c]] = (double)(alone ? bracketed.wall : t1.wall - t0.wall) / chunk;
+                cpu[c][n[c]++] = (double)(alone ? bracketed.cpu : t1.cpu - t0.cpu) / chunk;
             }
             if (c == 0) launch_loop += stamp().wall - loop0.wall;
         }
     }
     CHECK(cuCtxSynchronize());
+    double med_wall[CALLS], med_cpu[CALLS];
     for (int c = 0; c < CALLS; c++) {
         qsort(wall[c], (size_t)n[c], sizeof(double), cmp);
         qsort(cpu[c], (size_t)n[c], sizeof(double), cmp);
-        printf("%s %.1f %.1f\n", names[c], wall[c][n[c] / 2], cpu[c][n[c] / 2]);
+        med_wall[c] = wall[c][n[c] / 2];
+        med_cpu[c] = cpu[c][n[c] / 2];
+    }
+    for (int c = 0; c < CALLS - 1; c++) {
+        double w = med_wall[c] - (c == 0 ? med_wall[CALLS - 1] : 0);
+        double u = med_cpu[c] - (c == 0 ? med_cpu[CALLS - 1] : 0);
+        printf("%s %.1f %.1f\n", names[c], w, u);
     }
     printf("launch_loop_ns %llu\n", (unsigned long long)launch_loop);
     return 0;

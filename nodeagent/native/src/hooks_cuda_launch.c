@@ -51,6 +51,7 @@
 #define MAX_WAIT_NS 2000000LL /* re-check at least this often while throttled */
 #define SAMPLE_EVERY 32u      /* a measured function's launch is sampled with probability 1/32 */
 #define TRUST_SAMPLES 4u      /* samples before a function's own estimate is used */
+#define LATE_FACTOR 4         /* a sample stands for others up to 4 x the largest cost seen */
 #define POLL_EVERY 8u         /* a thread looks at the pending samples every this many launches */
 #define FTAB_SIZE 4096u
 #define RING 64u              /* samples pending at once, process-wide */
@@ -248,15 +249,23 @@ static int64_t elapsed_ns(CUevent a, CUevent b) {
     return (int64_t)((double)ms * 1e6);
 }
 
-/* Pay sample s: (measured - provisional) x weight. Unreadable: the largest cost measured. */
+/* Pay sample s: the sampled launch what it read, and the launches it stands for (weight - 1
+ * of them) the same, up to LATE_FACTOR x the largest cost measured lately. A thread
+ * descheduled between a launch and its end event's record makes the sample read the pause
+ * too (the stream had gone idle): uncapped, a 20 ns kernel read as a 2 ms pause would charge
+ * 32 x 2 ms. The cap moves up LATE_FACTOR-fold with each such sample and down only 1/64 a
+ * sample, so dear launches keep it high. Unreadable: the largest cost measured. */
 static void settle(sample_t *s, int64_t actual) {
+    tr_device_t *d = &tr_region()->devices[s->dev];
+    int64_t top = atomic_load(&dev_max[s->dev]);
     if (actual < 0) {
-        int64_t m = atomic_load(&dev_max[s->dev]);
-        actual = m > s->charged ? m : s->charged;
-    } else {
-        learn(s->f, s->dev, actual);
+        actual = top > s->charged ? top : s->charged;
+        charge(d, (actual - s->charged) * s->weight);
+        return;
     }
-    charge(&tr_region()->devices[s->dev], (actual - s->charged) * s->weight);
+    int64_t typical = top > 0 && actual > LATE_FACTOR * top ? LATE_FACTOR * top : actual;
+    learn(s->f, s->dev, typical);
+    charge(d, actual - s->charged + (typical - s->charged) * (s->weight - 1));
 }
 
 /* Settle every pending sample whose end has completed; with `wait`, wait for all of them. */

@@ -18,12 +18,16 @@
  *   the device time of every launch, whatever the estimates were (they only steer the
  *   throttle between samples and the noise of the settlement), so a function, stream or
  *   thread that keeps its estimate stale gains nothing. Functions are in a 4096-entry table;
- *   a function it has no room for shares one overflow entry, metered like any other.
+ *   a function it has no room for shares one overflow entry, metered like any other. The
+ *   launches a sample stands for are charged at most LATE_FACTOR x the largest cost measured
+ *   lately (see settle()).
  * - Pending samples are process-wide (a ring of event pairs, not per thread): any thread's
  *   launch, a thread's exit, a throttled wait and the process's exit settle them, so a sample
  *   survives the thread that took it. A ring full of pending samples makes the next sample
  *   wait for the oldest one; none is ever dropped. A sample whose events cannot be read (its
- *   context gone) settles at the largest launch cost measured, never at nothing.
+ *   context gone) settles at the largest launch cost measured, never at nothing; one that no
+ *   event pair can time (none recordable on its stream) is timed by the host clock from a
+ *   drained stream until it drains again. A forked child starts with an empty ring.
  * - A sample is timed from an idle stream: a busy stream is drained first, since behind our
  *   own queued work the start event would complete early. A process's very first metered
  *   launch on a device waits for its kernel, so a process that leaves at once has paid it.
@@ -242,6 +246,28 @@ static sample_t ring[RING];
 static tr_lock_t ring_lock;
 static uint64_t ring_seq;
 static _Atomic uint32_t pending; /* S_PENDING entries: a launch looks only when nonzero */
+#define RING_CLEARING 1u          /* never a slot claim (those have bit 31 set) */
+static _Atomic uint32_t ring_owner; /* the slot claim whose samples the ring holds */
+
+/* Whether this process may use the ring now. A forked or cloned child inherits its parent's:
+ * samples of the parent's events (not its to read, nor to pay) and perhaps a lock a parent
+ * thread held. The child's first look empties it; until then, and in a process with no slot
+ * of its own yet, no. */
+static int ring_mine(void) {
+    uint32_t me = *tr_slot_owner, was = atomic_load(&ring_owner);
+    if (TR_LIKELY(was == me)) return me != 0;
+    if (!me || was == RING_CLEARING ||
+        !atomic_compare_exchange_strong(&ring_owner, &was, RING_CLEARING))
+        return 0;
+    for (uint32_t i = 0; i < RING; i++) {
+        ring[i].state = S_FREE;
+        ring[i].ctx = NULL; /* the parent's events: not destroyed, not reused */
+    }
+    atomic_store(&pending, 0);
+    atomic_store(&ring_lock, 0);
+    atomic_store(&ring_owner, me);
+    return 1;
+}
 
 static int64_t elapsed_ns(CUevent a, CUevent b) {
     float ms = 0;
@@ -268,9 +294,11 @@ static void settle(sample_t *s, int64_t actual) {
     charge(d, actual - s->charged + (typical - s->charged) * (s->weight - 1));
 }
 
-/* Settle every pending sample whose end has completed; with `wait`, wait for all of them. */
+/* Settle every pending sample whose end has completed; with `wait` (the process's exit), wait
+ * for all of them, and settle none that cannot be read (the driver may be gone before us). */
 static void settle_ready(int wait) {
-    if (!atomic_load_explicit(&pending, memory_order_relaxed) || !tr_region()) return;
+    if (!atomic_load_explicit(&pending, memory_order_relaxed) || !tr_region() || !ring_mine())
+        return;
     int free_ = 0;
     if (!wait && !atomic_compare_exchange_strong(&ring_lock, &free_, 1)) return; /* busy */
     if (wait) tr_lock(&ring_lock);
@@ -283,7 +311,8 @@ static void settle_ready(int wait) {
         left--;
         CUresult q = wait ? REAL_FN(cuEventSynchronize)(s->end) : REAL_FN(cuEventQuery)(s->end);
         if (q == CUDA_ERROR_NOT_READY) continue;
-        settle(s, q == CUDA_SUCCESS ? elapsed_ns(s->start, s->end) : -1);
+        if (q == CUDA_SUCCESS || !wait)
+            settle(s, q == CUDA_SUCCESS ? elapsed_ns(s->start, s->end) : -1);
         if (q != CUDA_SUCCESS) s->ctx = NULL; /* its events are not ours to use again */
         s->state = S_FREE;
         atomic_fetch_sub(&pending, 1);
@@ -291,11 +320,14 @@ static void settle_ready(int wait) {
     tr_unlock(&ring_lock);
 }
 
-/* An entry of the ring for this thread's sample, with events of the current context; the
- * ring full, the oldest pending sample is waited for and settled. NULL: no context/events. */
-static sample_t *sample_take(void) {
+/* An entry of the ring for this thread's sample, with events of the context of `stream` (an
+ * event of another context cannot be recorded there); the ring full, the oldest pending
+ * sample is waited for and settled. NULL: no entry or no events. */
+static sample_t *sample_take(CUstream stream) {
     CUcontext ctx = NULL;
-    if (REAL_FN(cuCtxGetCurrent)(&ctx) != CUDA_SUCCESS || !ctx) return NULL;
+    int own = stream == NULL || stream == CU_STREAM_LEGACY || stream == CU_STREAM_PER_THREAD;
+    CUresult r = own ? REAL_FN(cuCtxGetCurrent)(&ctx) : REAL_FN(cuStreamGetCtx)(stream, &ctx);
+    if (r != CUDA_SUCCESS || !ctx || !ring_mine()) return NULL;
     tr_lock(&ring_lock);
     sample_t *s = NULL, *oldest = NULL;
     for (uint32_t i = 0; i < RING && !s; i++) {
@@ -360,13 +392,15 @@ static void wait_for_budget(tr_device_t *d, uint32_t pct) {
     atomic_fetch_add(&d->throttled_ns, now - start);
 }
 
-enum { L_PLAIN, L_SAMPLE, L_SAMPLE_WAIT };
+enum { L_PLAIN, L_SAMPLE, L_SAMPLE_WAIT, L_HOST_TIMED };
 
 typedef struct {
     int mode;
     int dev;
     CUstream stream;
-    sample_t *s;
+    sample_t *s;  /* the ring's entry (L_SAMPLE, L_SAMPLE_WAIT) or `host` (L_HOST_TIMED) */
+    sample_t host; /* a sample no event pair can time */
+    uint64_t t0;  /* L_HOST_TIMED: when the drained stream took the launch */
 } launch_t;
 
 /* A sampled launch: charged its provisional figure, timed from an idle stream by a pair of
@@ -380,21 +414,31 @@ static void sample_begin(launch_t *l, tr_device_t *d, fstat_t *f, int64_t est, i
         charge(d, -est * weight); /* captured, not run: the graph's launch is charged */
         return;
     }
-    sample_t *s = sample_take();
-    if (!s) return; /* charged the estimate, as an unsampled launch */
-    s->f = f;
-    s->dev = l->dev;
-    s->charged = est;
-    s->weight = weight;
-    if ((REAL_FN(cuStreamQuery)(l->stream) == CUDA_SUCCESS ||
-         REAL_FN(cuStreamSynchronize)(l->stream) == CUDA_SUCCESS) &&
-        REAL_FN(cuEventRecord)(s->start, l->stream) == CUDA_SUCCESS) {
-        l->s = s;
-        l->mode = wait_now ? L_SAMPLE_WAIT : L_SAMPLE;
+    sample_t *s = sample_take(l->stream);
+    if (s) {
+        s->f = f;
+        s->dev = l->dev;
+        s->charged = est;
+        s->weight = weight;
+        if ((REAL_FN(cuStreamQuery)(l->stream) == CUDA_SUCCESS ||
+             REAL_FN(cuStreamSynchronize)(l->stream) == CUDA_SUCCESS) &&
+            REAL_FN(cuEventRecord)(s->start, l->stream) == CUDA_SUCCESS) {
+            l->s = s;
+            l->mode = wait_now ? L_SAMPLE_WAIT : L_SAMPLE;
+            return;
+        }
+        s->state = S_FREE;
+    }
+    /* No event pair can time it: drained, the launch is timed by the host clock until its
+     * stream drains again (longer than the kernel, never shorter). */
+    l->host = (sample_t){.f = f, .dev = l->dev, .charged = est, .weight = weight};
+    l->s = &l->host;
+    if (REAL_FN(cuStreamSynchronize)(l->stream) == CUDA_SUCCESS) {
+        l->mode = L_HOST_TIMED;
+        l->t0 = tr_now_ns();
         return;
     }
-    settle(s, -1); /* cannot be timed: the largest cost measured */
-    s->state = S_FREE;
+    settle(l->s, -1); /* cannot be timed at all: the largest cost measured */
 }
 
 static void post_launch(launch_t *l, CUresult r) {
@@ -403,6 +447,11 @@ static void post_launch(launch_t *l, CUresult r) {
     if (r != CUDA_SUCCESS) { /* nothing ran: the provisional charge goes back */
         charge(&tr_region()->devices[s->dev], -s->charged);
         s->state = S_FREE;
+        return;
+    }
+    if (l->mode == L_HOST_TIMED) {
+        CUresult q = REAL_FN(cuStreamSynchronize)(l->stream);
+        settle(s, q == CUDA_SUCCESS ? (int64_t)(tr_now_ns() - l->t0) : -1);
         return;
     }
     if (REAL_FN(cuEventRecord)(s->end, l->stream) != CUDA_SUCCESS) {

@@ -12,8 +12,13 @@ device time of the program's kernels (simgpu runs each for what it asked) over i
 
 from __future__ import annotations
 
+import contextlib
+import itertools
+from pathlib import Path
+
 import pytest
 
+from nodeagent import region
 from tests.native.conftest import Build, GiB, GpuBox
 
 SECONDS = 10.0
@@ -38,3 +43,22 @@ def shares(tmp_path_factory: pytest.TempPathFactory, native_build: Build) -> dic
 @pytest.mark.parametrize("trick", TRICKS)
 def test_a_stale_estimate_still_pays_the_device_time(shares: dict[str, float], trick: str) -> None:
     assert shares[trick] <= 28.0, shares
+
+
+def test_the_busy_counter_never_goes_down(tmp_path: Path, native_build: Build) -> None:
+    """compute_used_ns is the slice's kernel-busy time, which the agent exports as a Prometheus
+    counter: a sample that settles below what its launches were charged (here every one, once a
+    function measured at 1 ms runs 1 us kernels) is taken off later additions, never off the
+    counter."""
+    box = GpuBox(tmp_path, native_build)
+    c = box.container("c", [(0, 1 * GiB, 50)])
+    p = box.start(c, "estimates", "cheaper", "3")
+    seen: list[int] = []
+    while p.poll() is None:
+        with contextlib.suppress(region.RegionError):  # not created yet
+            seen.append(region.read_region(c.region_dir).devices[0].compute_used_ns)
+    stdout, stderr = p.communicate(timeout=60)
+    assert p.returncode == 0, stdout + stderr
+    assert len(seen) > 100, len(seen)
+    drops = [(a, b) for a, b in itertools.pairwise(seen) if b < a]
+    assert not drops, drops[:5]

@@ -132,6 +132,24 @@ static __thread meter_t mt __attribute__((tls_model("initial-exec")));
 static pthread_key_t exit_key;
 static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
 
+/* Device time settled below what was charged, per region device, not yet taken off what the
+ * region shows: compute_used_ns is the slice's kernel-busy counter (the agent exports it as a
+ * Prometheus counter), so it never goes down; a credit is taken off the next additions. */
+static _Atomic int64_t used_credit[TR_MAX_DEVICES];
+
+static void used_add(tr_device_t *d, int64_t ns) {
+    _Atomic int64_t *credit = &used_credit[d - tr_region()->devices];
+    if (ns < 0) {
+        atomic_fetch_add(credit, -ns);
+        return;
+    }
+    int64_t c = atomic_load_explicit(credit, memory_order_relaxed);
+    while (c > 0 && !atomic_compare_exchange_weak(credit, &c, c > ns ? c - ns : 0)) {
+    }
+    if (c > 0) ns = c > ns ? 0 : ns - c;
+    if (ns) atomic_fetch_add_explicit(&d->compute_used_ns, (uint64_t)ns, memory_order_relaxed);
+}
+
 /* Hand this thread's counts (and, when `all`, its lease) to the region. */
 static void meter_flush(int all) {
     if (mt.owner != *tr_slot_owner) { /* another process's books, inherited: not ours */
@@ -140,7 +158,7 @@ static void meter_flush(int all) {
     }
     tr_device_t *d = &tr_region()->devices[mt.dev];
     if (mt.launches) atomic_fetch_add_explicit(&d->launches, mt.launches, memory_order_relaxed);
-    if (mt.used) atomic_fetch_add_explicit(&d->compute_used_ns, mt.used, memory_order_relaxed);
+    if (mt.used) used_add(d, (int64_t)mt.used);
     mt.launches = 0;
     mt.used = 0;
     if (all && mt.lease > 0) atomic_fetch_add(&d->tokens_ns, mt.lease);
@@ -196,16 +214,10 @@ static void refill(tr_device_t *d, uint32_t pct, uint64_t now) {
     if (t > BURST_NS) atomic_fetch_sub(&d->tokens_ns, t - BURST_NS);
 }
 
-/* Charge (or, negative, credit) device time; what the region shows never goes below zero. */
+/* Charge (or, negative, credit) device time. */
 static void charge(tr_device_t *d, int64_t ns) {
     atomic_fetch_sub(&d->tokens_ns, ns);
-    if (ns >= 0) {
-        atomic_fetch_add(&d->compute_used_ns, (uint64_t)ns);
-        return;
-    }
-    uint64_t u = atomic_load(&d->compute_used_ns), sub = (uint64_t)-ns;
-    while (!atomic_compare_exchange_weak(&d->compute_used_ns, &u, u > sub ? u - sub : 0)) {
-    }
+    used_add(d, ns);
 }
 
 static void wait_for_budget(tr_device_t *d, uint32_t pct);

@@ -243,7 +243,7 @@ static inline void spend(tr_device_t *d, uint32_t pct, int64_t est) {
 enum { S_FREE, S_OWNED, S_PENDING };
 
 typedef struct {
-    int state;          /* under ring_lock */
+    _Atomic int state;  /* changed under ring_lock, or by the owner of an owned entry */
     uint64_t seq;       /* order taken: the oldest is waited for when the ring is full */
     CUcontext ctx;      /* the events' context */
     uint64_t ctx_epoch; /* tr_ctx_epoch when they were made */

@@ -406,14 +406,15 @@ note share_percent.pair "25=${s25:-none} 75=${s75:-none} over ${WINDOW_S}s"
 within "${s25:-none}" 25 3 && within "${s75:-none}" 75 3
 check share_25_75 $? "25=${s25:-none} 75=${s75:-none}"
 
-# --- Overhead by the wall clock: the hooked calls with the core (at 100 %) and without, three
-# alternating runs of each (each the median of 9 rounds), the least of each counting.
+# --- Overhead by the wall clock (the first figure of each line; CPU time beside it): the hooked
+# calls with the core (at 100 %) and without, three alternating runs of each (each the median
+# chunk of its rounds), the least of each counting.
 container overhead "$((8 * GiB))" 100
 : >"$WORK/overhead.plain"
 : >"$WORK/overhead.core"
 for round in 1 2 3; do
-    limited 120 "$BUILD/bench/overhead" 20000 wall >>"$WORK/overhead.plain" 2>&1
-    in_container overhead 120 "$BUILD/bench/overhead" 20000 wall >>"$WORK/overhead.core" 2>&1
+    limited 120 "$BUILD/bench/overhead" 20000 >>"$WORK/overhead.plain" 2>&1
+    in_container overhead 120 "$BUILD/bench/overhead" 20000 >>"$WORK/overhead.core" 2>&1
 done
 least() { awk -v c="$1" '$1 == c && (m == "" || $2 < m) { m = $2 } END { print m }' "$2"; }
 for call in cuLaunchKernel cuMemAlloc+cuMemFree cuMemGetInfo cuMemAllocAsync+cuMemFreeAsync; do

@@ -11,13 +11,13 @@ export TRANCHE_DEBUG ?= 1
 PYTEST_ARGS ?=
 
 .PHONY: help setup deps native native-sanitize services-up services-down run stop status \
-        test test-fast lint imports pytest pytest-fast cluster-build cluster-up cluster-down bench clean-state \
+        test test-fast lint typecheck imports pytest pytest-fast cluster-build cluster-up cluster-down bench clean-state \
         helm chart-lint images test-images test-install
 
 help:
 	@echo "make run    - install everything, start PostgreSQL, Redis, the portal, Celery worker/beat"
-	@echo "make test   - the same setup, then ruff, import contracts and every test tier"
-	@echo "make test-fast - lint, contracts, unit, native and integration (no cluster): ~10 min"
+	@echo "make test   - the same setup, then ruff, mypy, import contracts and every test tier"
+	@echo "make test-fast - lint, contracts, types, unit, native and integration (no cluster): ~10 min"
 	@echo "make stop   - stop what make run started"
 
 deps:
@@ -50,6 +50,11 @@ status:
 lint: deps
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+
+# The type check alone ([tool.mypy] in pyproject.toml says what it covers).
+typecheck: deps
+	$(VENV)/bin/mypy
 
 imports: deps
 	$(VENV)/bin/lint-imports

@@ -123,10 +123,9 @@ def _check(prom, product, now, tmp_path: Path) -> None:
     busy = f"rate(tranche_slice_kernel_busy_seconds_total[{BUSY_WINDOW}])"
     # Rates over a window of steady burning: both burning slices have reported kernel time for
     # 30 s, the window the last 20 of them (the workloads' start, their first launches timed
-    # synchronously, stays out of it). Counted from the slices' first busy reports, not from
-    # the card's first NVML sample: the agent samples NVML from its first tick, seconds before
-    # the workloads launch on a loaded host, and a window reaching back there averages in
-    # whole samples of an idle card that the slices' rates do not have.
+    # synchronously, stays out of it). Counted from the slices' own busy reports, not from the
+    # card's samples, so the window lies in steady burning by construction, however late the
+    # workloads or the agent start.
     steady = (
         'count(count_over_time((tranche_slice_kernel_busy_seconds_total{claim=~"a|b"} > 0)'
         "[1m:1s]) >= 30) == 2"

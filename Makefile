@@ -11,12 +11,13 @@ export TRANCHE_DEBUG ?= 1
 PYTEST_ARGS ?=
 
 .PHONY: help setup deps native native-sanitize services-up services-down run stop status \
-        test lint imports pytest cluster-build cluster-up cluster-down bench clean-state \
+        test test-fast lint typecheck imports pytest pytest-fast cluster-build cluster-up cluster-down bench clean-state \
         helm chart-lint images test-images test-install
 
 help:
 	@echo "make run    - install everything, start PostgreSQL, Redis, the portal, Celery worker/beat"
-	@echo "make test   - the same setup, then ruff, import contracts and every test tier"
+	@echo "make test   - the same setup, then ruff, mypy, import contracts and every test tier"
+	@echo "make test-fast - lint, contracts, types, unit, native and integration (no cluster): ~10 min"
 	@echo "make stop   - stop what make run started"
 
 deps:
@@ -49,6 +50,11 @@ status:
 lint: deps
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+
+# The type check alone ([tool.mypy] in pyproject.toml says what it covers).
+typecheck: deps
+	$(VENV)/bin/mypy
 
 imports: deps
 	$(VENV)/bin/lint-imports
@@ -56,10 +62,21 @@ imports: deps
 # The control plane and helm are built before pytest starts: a cold build takes minutes, longer
 # than any one test's timeout. A failed build fails the run (the cluster tier is never skipped
 # silently).
+# --durations keeps the dearest tests in the output (CI's log included): what to make cheaper.
+DURATIONS := --durations=25
+
 pytest: setup native-sanitize cluster-build helm
-	$(VENV)/bin/pytest $(PYTEST_ARGS)
+	$(VENV)/bin/pytest $(DURATIONS) $(PYTEST_ARGS)
 
 test: lint imports pytest
+
+# The tiers that need no cluster, node, browser or images: the loop to run before every commit.
+FAST_TIERS := tests/unit tests/native tests/integration
+
+pytest-fast: setup native-sanitize
+	$(VENV)/bin/pytest $(DURATIONS) $(FAST_TIERS) $(PYTEST_ARGS)
+
+test-fast: lint imports pytest-fast
 
 cluster-build: deps
 	@$(PY) -m deploy.devcluster build

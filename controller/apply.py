@@ -300,10 +300,11 @@ class Applier:
         body = json.dumps(_with_hash(obj))
 
         def patch() -> dict[str, Any]:
-            return self._call(
+            applied = self._call(
                 "apply", "PATCH", path, query=query, body=body,
                 content_type="application/apply-patch+yaml",
             )  # fmt: skip
+            return applied or {}  # None only answers a GET's or DELETE's 404
 
         try:
             return patch()

@@ -75,23 +75,22 @@ class LeaseElector:
         self.held_since = 0.0
 
     # --- one attempt -------------------------------------------------------------------------
-    def _body(self, rv: str | None, transitions: int, acquired: datetime | None) -> dict:
+    def _body(self, rv: str | None, transitions: int, acquired: datetime | None) -> client.V1Lease:
         now = _now()
-        meta = {"name": self.name, "namespace": self.namespace}
-        if rv:
-            meta["resourceVersion"] = rv
-        return {
-            "apiVersion": "coordination.k8s.io/v1",
-            "kind": "Lease",
-            "metadata": meta,
-            "spec": {
-                "holderIdentity": self.who,
-                "leaseDurationSeconds": LEASE_SECONDS,
-                "acquireTime": acquired or now,
-                "renewTime": now,
-                "leaseTransitions": transitions,
-            },
-        }
+        return client.V1Lease(
+            api_version="coordination.k8s.io/v1",
+            kind="Lease",
+            metadata=client.V1ObjectMeta(
+                name=self.name, namespace=self.namespace, resource_version=rv or None
+            ),
+            spec=client.V1LeaseSpec(
+                holder_identity=self.who,
+                lease_duration_seconds=LEASE_SECONDS,
+                acquire_time=acquired or now,
+                renew_time=now,
+                lease_transitions=transitions,
+            ),
+        )
 
     def try_acquire_or_renew(self) -> bool:
         """One look at the Lease; True when this process holds it afterwards."""
@@ -107,7 +106,8 @@ class LeaseElector:
                     return False
                 raise
             return True
-        spec, rv = lease.spec, lease.metadata.resource_version
+        spec = lease.spec or client.V1LeaseSpec()
+        rv = (lease.metadata or client.V1ObjectMeta()).resource_version or ""
         if rv != self._seen[0]:
             self._seen = (rv, time.monotonic())
         holder = spec.holder_identity or ""
@@ -125,7 +125,8 @@ class LeaseElector:
             if exc.status == 409:  # changed since we read it: someone else renewed or won
                 return False
             raise
-        self._seen = (done.metadata.resource_version, time.monotonic())
+        renewed = (done.metadata or client.V1ObjectMeta()).resource_version or ""
+        self._seen = (renewed, time.monotonic())
         return True
 
     # --- the loops ---------------------------------------------------------------------------
@@ -171,11 +172,12 @@ class LeaseElector:
         self.stop.set()
         try:
             lease = self.coord.read_namespaced_lease(self.name, self.namespace)
-            if lease.spec.holder_identity != self.who:
+            spec = lease.spec
+            if spec is None or spec.holder_identity != self.who:
                 return
-            lease.spec.holder_identity = None
-            lease.spec.lease_duration_seconds = 1
-            lease.spec.renew_time = _now()
+            spec.holder_identity = None
+            spec.lease_duration_seconds = 1
+            spec.renew_time = _now()
             self.coord.replace_namespaced_lease(self.name, self.namespace, lease)
             log.info("released Lease %s/%s", self.namespace, self.name)
         except (ApiException, OSError) as exc:  # it expires on its own

@@ -121,7 +121,7 @@ class QueueCollector(Collector):
         yield age
 
 
-def _age(raw: bytes | None) -> float:
+def _age(raw: bytes | str | None) -> float:
     if not raw:
         return 0.0
     try:

@@ -3,9 +3,9 @@
 One command line for every place the portal runs (`make run`, the benches, the chart):
 `python -m portal.serve [--host H] [--port P] [--processes N] [--role pages|ingest]`.
 
-Why this model (issue #35, measured in README "Many tenants per core"): one daphne process
-saturated at ~0.9 core (quota page ~45 requests/s, `/healthz` ~207/s) because Django's sync views
-run on one thread per process. uvicorn's `--workers` forks N processes that accept on the same
+Why this model (issue #35, measured in docs/benchmarks.md, "Many tenants per core"): one daphne
+process saturated at ~0.9 core (quota page ~45 requests/s, `/healthz` ~207/s) because Django's sync
+views run on one thread per process. uvicorn's `--workers` forks N processes that accept on the same
 socket (the kernel spreads connections), supervises them (a dead one is replaced), and parses
 HTTP with httptools in C; daphne has no multi-process mode of its own. The processes share
 nothing but PostgreSQL and Redis: sessions are rows, the channel layer is Redis pub/sub and the

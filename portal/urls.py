@@ -6,8 +6,8 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import path, register_converter
 
+from portal import metrics
 from portal.access import views as access_views
-from portal.billing import metrics as billing_metrics
 from portal.billing import views as billing_views
 from portal.catalog import views as catalog_views
 from portal.core import views as core_views
@@ -38,7 +38,7 @@ P = "projects/<id:project_id>/"
 urlpatterns = [
     # /healthz is answered before Django: portal/core/liveness.py (portal/asgi.py)
     path("readyz", core_views.readyz, name="readyz"),
-    path("metrics", billing_metrics.metrics, name="metrics"),
+    path("metrics", metrics.metrics, name="metrics"),
     path("admin/", admin.site.urls),
     path("", tenant_views.home, name="home"),
     path("signup/", tenant_views.signup, name="signup"),

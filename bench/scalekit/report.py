@@ -1,6 +1,6 @@
 """The README's fleet table from bench/scale.py's figures: one row per figure, one column per
 step, the goal beside it. `python bench/scalekit/report.py [bench/results/scale.json]` prints
-Markdown; the table in README.md is this output, pasted."""
+Markdown; the table in docs/benchmarks.md ("At fleet size") is this output, pasted."""
 
 from __future__ import annotations
 

@@ -10,6 +10,7 @@ resourceVersion. The flusher writes through `UsageWriter` every `flush_interval`
 
 from __future__ import annotations
 
+import functools
 import logging
 import random
 import threading
@@ -62,8 +63,8 @@ class Watcher:
             name: ResourceStream(
                 api,
                 name,
-                on_list=lambda items, name=name: self._listed(name, items),
-                on_event=lambda kind, obj, name=name: self._event(name, kind, obj),
+                on_list=functools.partial(self._listed, name),
+                on_event=functools.partial(self._event, name),
             )
             for name in RESOURCES
         }

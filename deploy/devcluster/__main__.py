@@ -13,6 +13,7 @@ import sys
 from deploy.devcluster import build as builder
 from deploy.devcluster import launcher
 from deploy.devcluster.config import load_settings
+from deploy.devcluster.gotool import BuildError
 from deploy.devcluster.node.run import NodeError
 
 
@@ -59,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
 
             for name in create_fake_gpu_nodes(api, args.count, args.gpu_model, args.prefix):
                 print(name)
-    except (builder.BuildError, launcher.StartError, NodeError) as exc:
+    except (BuildError, launcher.StartError, NodeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     return 0

@@ -12,15 +12,9 @@ are left untouched and a `BuildError` carries the exact `go` output.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
-import os
-import shutil
-import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 from deploy.devcluster.config import (
@@ -31,6 +25,7 @@ from deploy.devcluster.config import (
     MODULE_DIR,
     Settings,
 )
+from deploy.devcluster.gotool import build_lock, run_go
 
 KUBE_COMPONENTS = (
     "kube-apiserver",
@@ -41,25 +36,6 @@ KUBE_COMPONENTS = (
     "kwok",
 )
 STAMP_NAME = "build.stamp"
-
-PROXY_HINT = (
-    "The Go module proxy could not be reached or refused a module. Check `go env GOPROXY` and "
-    "network access, or copy a filled module cache (GOMODCACHE, ~/go/pkg/mod) from a machine "
-    "that has built once and set GOFLAGS=-mod=mod GOPROXY=off; see docs/devcluster.md."
-)
-
-
-class BuildError(RuntimeError):
-    """The Go build failed; the message holds the command, its output and what to do."""
-
-
-def find_go() -> str:
-    """Locate the go tool: $GO, then PATH, then the usual /usr/local/go install."""
-    candidates = [os.environ.get("GO"), shutil.which("go"), "/usr/local/go/bin/go"]
-    for candidate in candidates:
-        if candidate and Path(candidate).is_file():
-            return candidate
-    raise BuildError("go toolchain not found: install Go >= 1.26 or set GO=/path/to/go")
 
 
 def _ldflags() -> str:
@@ -102,79 +78,6 @@ def is_built(settings: Settings) -> bool:
     return stamp.is_file() and stamp.read_text().strip() == source_hash()
 
 
-def _go_env() -> dict[str, str]:
-    env = dict(os.environ)
-    # go.sum is committed: never rewrite it during a build, and never fetch a
-    # newer toolchain behind the caller's back (GOTOOLCHAIN may still be set
-    # explicitly by the caller).
-    env["GOFLAGS"] = "-mod=readonly"
-    env.setdefault("GOTOOLCHAIN", "local")
-    env.setdefault("CGO_ENABLED", "0")
-    return env
-
-
-def _run_go(args: list[str], cwd: Path, label: str, env: dict[str, str] | None = None) -> None:
-    """Run one go command (`env` added to the build environment), echoing each compiled
-    package as progress."""
-    print(f"[build] {label}: go {' '.join(args[:2])} ... (in {cwd.name}/)", flush=True)
-    started = time.monotonic()
-    proc = subprocess.Popen(
-        [find_go(), *args],
-        cwd=cwd,
-        env={**_go_env(), **(env or {})},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    assert proc.stdout is not None
-    tail: list[str] = []
-    count = 0
-    for raw in proc.stdout:
-        line = raw.rstrip()
-        tail = [*tail[-40:], line]
-        # `go build -v` prints one package path per compiled package: show a
-        # running count rather than hundreds of lines.
-        if line and not line.startswith(("go:", "#")) and " " not in line:
-            count += 1
-            if count % 50 == 0:
-                elapsed = time.monotonic() - started
-                print(f"[build] {label}: {count} packages compiled ({elapsed:.0f}s)", flush=True)
-        else:
-            print(f"[build] {line}", flush=True)
-    code = proc.wait()
-    elapsed = time.monotonic() - started
-    if code != 0:
-        output = "\n".join(tail)
-        raise BuildError(
-            f"{label} failed (exit {code}) after {elapsed:.0f}s: go {' '.join(args)}\n"
-            f"{output}\n{PROXY_HINT if args[0] == 'mod' or 'proxy' in output else ''}"
-        )
-    compiled = f" ({count} packages compiled)" if count else ""
-    print(f"[build] {label}: done in {elapsed:.0f}s{compiled}", flush=True)
-
-
-@contextlib.contextmanager
-def machine_file_lock(path: Path, waiting: str) -> Iterator[None]:
-    """Hold an exclusive lock on `path` (made if missing) for the block; says `waiting` once
-    when another session on the machine holds it, then waits its turn."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            print(waiting, flush=True)
-            fcntl.flock(handle, fcntl.LOCK_EX)
-        yield
-
-
-def build_lock(settings: Settings) -> contextlib.AbstractContextManager[None]:
-    """Serialise builds: several test sessions on one machine share one cache."""
-    return machine_file_lock(
-        settings.bin_dir / ".build.lock",
-        "[build] another build of this version is running; waiting for it",
-    )
-
-
 def build(settings: Settings, force: bool = False) -> Path:
     """Build both binaries, the real nodes' containerd and their NetworkPolicy enforcer
     (kube-router) into the cache (idempotent) and return the control plane's bin folder."""
@@ -195,7 +98,7 @@ def _build_locked(settings: Settings) -> Path:
     bin_dir = settings.bin_dir
     started = time.monotonic()
     for module in ("k8s", "etcd"):
-        _run_go(["mod", "download"], MODULE_DIR / module, f"download {module} modules")
+        run_go(["mod", "download"], MODULE_DIR / module, f"download {module} modules")
     targets = (
         ("k8s", settings.kube_binary, f"Kubernetes {KUBE_VERSION} + kwok {KWOK_VERSION}"),
         ("etcd", settings.etcd_binary, f"etcd {ETCD_VERSION}"),
@@ -203,7 +106,7 @@ def _build_locked(settings: Settings) -> Path:
     for module, output, label in targets:
         tmp = output.with_suffix(".tmp")
         args = ["build", "-v", "-trimpath", "-ldflags", _ldflags(), "-o", str(tmp), "."]
-        _run_go(args, MODULE_DIR / module, f"build {label}")
+        run_go(args, MODULE_DIR / module, f"build {label}")
         tmp.replace(output)  # atomic: a failed build never leaves half a binary
     for name in KUBE_COMPONENTS:
         _relink(bin_dir / name, settings.kube_binary.name)

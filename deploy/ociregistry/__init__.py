@@ -14,8 +14,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from deploy.devcluster.build import _run_go
 from deploy.devcluster.config import load_settings
+from deploy.devcluster.gotool import run_go
 
 SOURCE = Path(__file__).parent / "go"
 
@@ -35,7 +35,7 @@ def ensure_built() -> Path:
         return binary
     out_dir.mkdir(parents=True, exist_ok=True)
     tmp = out_dir / "registry.tmp"
-    _run_go(["build", "-trimpath", "-o", str(tmp), "."], SOURCE, "build OCI test registry")
+    run_go(["build", "-trimpath", "-o", str(tmp), "."], SOURCE, "build OCI test registry")
     tmp.replace(binary)
     return binary
 

@@ -4,7 +4,7 @@ The chart tests and `make chart-lint` need helm; no binary is ever downloaded. `
 pins helm (`tool helm.sh/helm/v3/cmd/helm`) and `helm/go.sum` its whole dependency tree, so
 the build is the same one everywhere. A stamp holding a hash of go.mod/go.sum and the flags
 makes `ensure_helm()` a no-op when nothing changed. On failure the previous binary is left in
-place and the `BuildError` carries the `go` output (see deploy.devcluster.build).
+place and the `BuildError` carries the `go` output (see deploy.devcluster.gotool).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import os
 import re
 from pathlib import Path
 
-from deploy.devcluster.build import BuildError, _run_go, find_go
+from deploy.devcluster.gotool import BuildError, find_go, run_go
 
 TOOLS_DIR = Path(__file__).resolve().parent
 HELM_MODULE = TOOLS_DIR / "helm"
@@ -60,9 +60,9 @@ def ensure_helm(force: bool = False) -> Path:
         return binary
     out_dir.mkdir(parents=True, exist_ok=True)
     tmp = out_dir / "helm.tmp"
-    _run_go(["mod", "download"], HELM_MODULE, "download helm modules")
+    run_go(["mod", "download"], HELM_MODULE, "download helm modules")
     args = ["build", "-v", "-trimpath", "-ldflags", _ldflags(version), "-o", str(tmp)]
-    _run_go([*args, "helm.sh/helm/v3/cmd/helm"], HELM_MODULE, f"build helm {version}")
+    run_go([*args, "helm.sh/helm/v3/cmd/helm"], HELM_MODULE, f"build helm {version}")
     tmp.replace(binary)  # atomic: a failed build never leaves half a binary
     stamp.write_text(wanted + "\n")
     return binary

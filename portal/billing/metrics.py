@@ -1,4 +1,5 @@
-"""`/metrics` of the portal: readiness, requests and sockets, and the business as operators see it.
+"""The business as operators see it, one of the collectors of the portal's `/metrics`
+(`portal/metrics.py`).
 
 Rendered fresh per scrape from the database (nothing lingers from an earlier answer, and every
 portal process answers the same): orders by state, slices sold (held by subscriptions) against
@@ -18,20 +19,13 @@ from datetime import timedelta
 from decimal import Decimal
 
 from django.db.models import Count, Sum
-from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
-from django.views.decorators.cache import never_cache
-from django.views.decorators.http import require_GET
-from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from portal.billing import charges
 from portal.catalog.models import Product
 from portal.cluster.models import ProjectUsage
-from portal.core import metrics as readiness_metrics
-from portal.core import request_metrics
-from portal.core.views import metrics_refusal
 from portal.orders.models import Order
 from tranche import priced, pricing
 
@@ -98,19 +92,3 @@ class BusinessCollector(Collector):
             rate = float(round(run_rate.get(pk, Decimal(0)), 4))
             fams["rate"].add_metric([p.device_class, model, p.currency], rate)
         yield from fams.values()
-
-
-def render() -> bytes:
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(BusinessCollector())
-    return readiness_metrics.render() + request_metrics.render() + generate_latest(registry)
-
-
-@require_GET
-@never_cache
-def metrics(request: HttpRequest) -> HttpResponse:
-    """Prometheus metrics of the portal (docs/metrics.md): loopback, staff or the token."""
-    refusal = metrics_refusal(request)
-    if refusal is not None:
-        return refusal
-    return HttpResponse(render(), content_type="text/plain; version=0.0.4")

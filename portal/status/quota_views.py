@@ -2,7 +2,7 @@
 RAM quota with headroom, and what the cluster says holds a workload back on CPU/RAM
 (`status.selectors.quota_waits`), linked to the live page that explains it. It lives with the
 status pages because it reads both the orders and the cluster's view (apps are layered:
-status > orders)."""
+status > orders); so does its template, `status/quota.html`."""
 
 from __future__ import annotations
 
@@ -41,4 +41,4 @@ def quota(request: HttpRequest, project_id: int) -> HttpResponse:
         "mem_headroom": mem_headroom,
         **nav_context(request, project),
     }
-    return render(request, "orders/quota.html", context)
+    return render(request, "status/quota.html", context)

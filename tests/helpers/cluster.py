@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from kubernetes import client, config
 
-from deploy.devcluster import build, launcher
+from deploy.devcluster import build, gotool, launcher
 from deploy.devcluster.config import load_settings
 
 _build_error: str | None = None
@@ -70,7 +70,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     try:
         with capture.global_and_fixture_disabled():
             build.build(settings)
-    except build.BuildError as exc:
+    except gotool.BuildError as exc:
         _build_error = str(exc)
 
 
@@ -87,7 +87,7 @@ def kube_cluster() -> Iterator[KubeCluster]:
     settings = load_settings()
     try:
         started_here = launcher.acquire(settings)
-    except (launcher.StartError, build.BuildError, OSError) as exc:
+    except (launcher.StartError, gotool.BuildError, OSError) as exc:
         pytest.fail(f"cannot start the local control plane:\n{exc}", pytrace=False)
     api = config.new_client_from_config(str(settings.kubeconfig))
     try:

@@ -21,8 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from deploy.devcluster.build import BuildError, _run_go, build_lock
 from deploy.devcluster.config import Settings
+from deploy.devcluster.gotool import BuildError, build_lock, run_go
 from deploy.images.oci import ImageSpec, Layout
 
 CONTAINERD_VERSION = "v2.4.2"
@@ -67,7 +67,7 @@ def build_containerd(settings: Settings) -> Path:
             f"{CONTAINERD_MODULE}/cmd/{c}@{CONTAINERD_VERSION}" for c in CONTAINERD_COMMANDS
         ]
         # Outside a main module: containerd's own go.mod and go.sum decide every dependency.
-        _run_go(["install", "-v", "-trimpath", *packages], Path(tempfile.gettempdir()),
+        run_go(["install", "-v", "-trimpath", *packages], Path(tempfile.gettempdir()),
                f"containerd {CONTAINERD_VERSION}", {"GOBIN": str(folder)})  # fmt: skip
         (folder / "build.stamp").write_text(_stamp() + "\n")
         print(f"[build] containerd in {folder} ({time.monotonic() - started:.0f}s)", flush=True)

@@ -28,9 +28,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from deploy import supervisor
-from deploy.devcluster.build import BuildError, _run_go, build_lock, machine_file_lock
 from deploy.devcluster.components import SERVICE_CIDR
 from deploy.devcluster.config import Settings
+from deploy.devcluster.gotool import BuildError, build_lock, machine_file_lock, run_go
 from deploy.devcluster.node.render import NodePaths
 
 KUBE_ROUTER_VERSION = "v2.1.0"
@@ -73,7 +73,7 @@ def build_kube_router(settings: Settings) -> Path:
         started = time.monotonic()
         folder.mkdir(parents=True, exist_ok=True)
         # Outside a main module: kube-router's own go.mod and go.sum decide every dependency.
-        _run_go(["install", "-v", "-trimpath", f"{KUBE_ROUTER_MODULE}/cmd/kube-router@"
+        run_go(["install", "-v", "-trimpath", f"{KUBE_ROUTER_MODULE}/cmd/kube-router@"
                  f"{KUBE_ROUTER_VERSION}"], Path(tempfile.gettempdir()),
                 f"kube-router {KUBE_ROUTER_VERSION}", {"GOBIN": str(folder)})  # fmt: skip
         (folder / "build.stamp").write_text(_stamp() + "\n")

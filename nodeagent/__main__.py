@@ -96,7 +96,7 @@ def parse(argv: list[str] | None = None) -> Options | FleetOptions:
                         "its compute share")  # fmt: skip
     r.add_argument("--compute-tolerance", type=float, default=DEFAULT_TOLERANCE_POINTS,
                    help="percentage points over its share a claim may average over the "
-                        "window before its busiest process is stopped")  # fmt: skip
+                        "window before its pods are throttled to the share")  # fmt: skip
     r.add_argument("--kernel-log", type=Path, default=Path("/dev/kmsg"),
                    help="where the driver logs XIDs with their process (with --simulate: "
                         "simgpu-fault's simulated log beside SIMGPU_STATE)")  # fmt: skip

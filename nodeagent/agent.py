@@ -49,7 +49,7 @@ class Options:
     kernel_log: Path | None = Path("/dev/kmsg")
     health_check_every: float = 1.0  # seconds between "does each GPU still answer" checks
     # The compute backstop (nodeagent/compute_watch.py): a claim's mean NVML utilisation over
-    # this window above its share by more than the tolerance stops its busiest process.
+    # this window above its share by more than the tolerance throttles its pods to the share.
     compute_window_s: float = DEFAULT_WINDOW_S
     compute_tolerance_points: float = DEFAULT_TOLERANCE_POINTS
     metrics_addr: str = "127.0.0.1"
@@ -124,6 +124,7 @@ async def run(opts: Options) -> None:
         await _loop(opts, gpus, publisher, collector, health=health, checkpoint=preparer.checkpoint)
     finally:
         health.stop()
+        collector.close()  # thaw every pod the compute backstop holds
         server.stop()
         publisher.lease.release()
         log.info("agent of node %s stopped", opts.node)

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from nodeagent import profiling
 from nodeagent.compute_watch import DEFAULT_TOLERANCE_POINTS, DEFAULT_WINDOW_S, ComputeWatch
+from nodeagent.throttle import CGROUP_ROOT
 
 log = logging.getLogger("nodeagent")
 # Where an install puts the interception core (the image, the Helm chart); --core-lib or
@@ -53,6 +54,7 @@ class Options:
     compute_window_s: float = DEFAULT_WINDOW_S
     compute_tolerance_points: float = DEFAULT_TOLERANCE_POINTS
     metrics_addr: str = "127.0.0.1"
+    cgroup_root: Path = CGROUP_ROOT  # the host's cgroup mount: the pods' freezers
 
 
 def api_client(kubeconfig: Path | None):
@@ -117,6 +119,7 @@ async def run(opts: Options) -> None:
         tolerance_bytes=opts.tolerance_mib * 1024**2,
         kill_offenders=opts.backstop,
         tenant_pod=owners.TenantPods(api, opts.node),
+        cgroup_root=opts.cgroup_root,
     )
     server = PluginServer(preparer, sockets, on_prepare_failed=collector.prepare_failed)
     server.start()

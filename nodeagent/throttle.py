@@ -21,6 +21,7 @@ held frozen until the pod is deleted (docs/nodeagent.md, the backstop).
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from dataclasses import dataclass
@@ -38,18 +39,51 @@ _V1 = ("freezer.state", "FROZEN", "THAWED")
 
 def pod_freezers(texts: list[str], root: Path = CGROUP_ROOT) -> list[Path]:
     """The freezer files of the pod cgroup(s) named in these /proc cgroup texts (one process's
-    and its threads'): v1's freezer hierarchy where there is one, else the v2 cgroup."""
-    v1: list[Path] = []
-    v2: list[Path] = []
+    and its threads'): v1's freezer hierarchy where there is one, else the v2 cgroup. The
+    path is the reader's view: relative ("/../..") inside a private cgroup namespace, so a pod
+    cgroup not found at it under `root` is looked up by its own name (pod<uid> or
+    kubepods-…-pod<uid>.slice, unique on the node) a few levels down."""
+    v1: list[tuple[Path, str, str]] = []  # (hierarchy's mount, pod's path, freezer file)
+    v2: list[tuple[Path, str, str]] = []
     unified = root if (root / "cgroup.controllers").exists() else root / "unified"
     for text in texts:
         for hierarchy, controllers, pod_path in pod_cgroup_paths(text):
-            rel = pod_path.lstrip("/")
             if "freezer" in controllers.split(","):
-                v1.append(root / "freezer" / rel / _V1[0])
+                v1.append((root / "freezer", pod_path, _V1[0]))
             elif hierarchy == "0" and controllers == "":
-                v2.append(unified / rel / _V2[0])
-    return [p for p in dict.fromkeys(v1 or v2) if p.exists()]
+                v2.append((unified, pod_path, _V2[0]))
+    found = []
+    for base, pod_path, name in v1 or v2:
+        directory = _pod_dir(base, pod_path)
+        if directory is not None and (directory / name).exists():
+            found.append(directory / name)
+    return list(dict.fromkeys(found))
+
+
+def _pod_dir(base: Path, pod_path: str) -> Path | None:
+    parts = [p for p in pod_path.split("/") if p and p != ".."]
+    direct = base.joinpath(*parts)
+    if parts and direct.is_dir():
+        return direct
+    return _find(base, parts[-1], depth=5) if parts else None
+
+
+def _find(base: Path, name: str, depth: int) -> Path | None:
+    """The folder called `name` at most `depth` levels under `base` (breadth first)."""
+    level = [base]
+    for _ in range(depth):
+        below = []
+        for d in level:
+            try:
+                subs = [e for e in os.scandir(d) if e.is_dir(follow_symlinks=False)]
+            except OSError:
+                continue
+            for e in subs:
+                if e.name == name:
+                    return Path(e.path)
+                below.append(Path(e.path))
+        level = below
+    return None
 
 
 def _write(path: Path, frozen: bool) -> None:

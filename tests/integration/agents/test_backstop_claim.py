@@ -225,10 +225,9 @@ def test_a_zombie_leader_chain_around_the_core_is_brought_under_the_cap(
                 chain.stdout.close()
             alive = w.proc.poll() is None
             w.close()
-    print(
-        f"zombie chain at {pace} s: peak {over.peak / MIB:.0f} MiB on a 1024 MiB claim, "  # noqa: T201
-        f"over cap + tolerance for {', '.join(f'{r * 1000:.0f}' for r in over.runs)} ms"
-    )
+    runs = ", ".join(f"{r * 1000:.0f}" for r in over.runs)
+    seen = f"peak {over.peak / MIB:.0f} MiB on a 1024 MiB claim, over cap + tolerance for {runs} ms"
+    print(f"zombie chain at {pace} s: {seen}")  # noqa: T201
     assert not survivors, f"chain processes still hold the GPU: {survivors}"
     assert alive, "the honest process within its accounting was stopped"
     assert over.peak > GIB + TOLERANCE  # the chain really went over
@@ -287,12 +286,10 @@ def test_a_restarting_compute_escaper_is_held_to_its_share_by_its_pods_cgroup(
     share = 100 * (busy1 - busy0) / ((t1 - t0) * 1e9)
     held_share = 100 * (busy1 - busy_mid) / ((t1 - t_mid) * 1e9)
     held = [f for f in findings if f["kind"] == "backstop-throttled"]
-    print(
-        f"restarting escaper on a 25 % claim: {share:.1f} % of the device over "  # noqa: T201
-        f"{t1 - t0:.1f} s ({held_share:.1f} % over its last {t1 - t_mid:.0f} s); "
-        f"{len(held)} throttle(s), "
-        f"{len([f for f in findings if f['kind'] == 'backstop-stopped'])} stop(s)"
-    )
+    stops = len([f for f in findings if f["kind"] == "backstop-stopped"])
+    seen = (f"{share:.1f} % of the device over {t1 - t0:.1f} s ({held_share:.1f} % over its "
+            f"last {t1 - t_mid:.0f} s); {len(held)} throttle(s), {stops} stop(s)")  # fmt: skip
+    print(f"restarting escaper on a 25 % claim: {seen}")  # noqa: T201
     assert share <= 30.0, (share, findings)
     assert held, findings
     assert "held to 25 %" in held[0]["detail"], findings

@@ -154,7 +154,13 @@ class Collector:
                 findings += self._check_compute(gpu, on_gpu, owner)
         self._disagreeing = disagreeing
         self._owners.keep_only(set(whose))
-        self.compute.forget({(c.uid, d.uuid) for c in claims for d in c.devices})
+        live = {(c.uid, d.uuid) for c in claims for d in c.devices}
+        self.compute.forget(live)
+        for key in self.throttle.held_keys():
+            if key not in live:  # its pods are gone: nothing left to freeze
+                self.throttle.release(key)
+        for uid in [u for u in self._enforcement if u not in {c.uid for c in claims}]:
+            del self._enforcement[uid]
         for f in findings:
             log.warning("backstop: %s", f)
         return findings

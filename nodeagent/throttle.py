@@ -140,7 +140,7 @@ class Throttle:
                 for f in self._unshared(hold.freezers):
                     _write(f, frozen=False)
 
-    def keys(self) -> list[tuple[str, str]]:
+    def held_keys(self) -> list[tuple[str, str]]:
         with self._lock:
             return list(self._held)
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import time
 
+from nodeagent.checkpoint import Checkpoint
+from nodeagent.status import Collector
 from nodeagent.throttle import Throttle, pod_freezers
 
 UID = "1b2c3d4e-0000-4000-8000-000000000001"
@@ -52,3 +54,18 @@ def test_a_held_pod_is_frozen_for_the_rest_of_each_period_and_thawed_when_releas
     finally:
         throttle.close()
     assert freezer.read_text() == "THAWED"
+
+
+def test_a_claim_that_left_the_node_is_let_go(tmp_path) -> None:
+    """The collector releases holds of claims no longer prepared (their pods are gone)."""
+    freezer = tmp_path / "freezer.state"
+    freezer.write_text("THAWED")
+    collector = Collector("n", Checkpoint(tmp_path / "checkpoint.json"), [],
+                          nvml_process_memory=lambda uuid: {})  # fmt: skip
+    try:
+        collector.throttle.hold(("gone", "GPU-1"), [freezer], 0.2, time.monotonic() + 60, "why")
+        collector.cross_check({})
+        assert collector.throttle.held(("gone", "GPU-1")) is None
+        assert freezer.read_text() == "THAWED"
+    finally:
+        collector.close()

@@ -26,6 +26,7 @@ import os
 import signal
 import struct
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -98,18 +99,20 @@ def _move(procs: list[Path], pid: int) -> None:
 
 
 def _in_pod(
-    procs: list[Path], command: list[str], env: dict, mounts: list[dict]
+    procs: list[Path], command: list[str], env: dict, mounts: list[dict], core: bool = False
 ) -> subprocess.Popen[str]:
-    """`command` started in the container's mounts (the CDI edits but the core's preload: a
-    static binary never reads it), inside the pod's cgroups before it runs (its children are
-    born there)."""
+    """`command` started in the container's mounts, inside the pod's cgroups before it runs
+    (its children are born there); without the core's preload unless `core` (a static binary
+    never reads it)."""
     join = "; ".join(f'echo $$ > "{f}"' for f in procs)
-    no_preload = [m for m in mounts if m["containerPath"] != "/etc/ld.so.preload"]
+    if not core:
+        mounts = [m for m in mounts if m["containerPath"] != "/etc/ld.so.preload"]
+        env = {k: v for k, v in env.items() if k != "LD_PRELOAD"}
     in_pod = ["sh", "-c", f'{join}; exec "$@"', "in-pod", *command]
     return subprocess.Popen(
         ["unshare", "--mount", "--propagation", "private", "sh", "-c",
-         launch_script(no_preload, in_pod)],
-        env={k: v for k, v in env.items() if k != "LD_PRELOAD"},
+         launch_script(mounts, in_pod)],
+        env=env,
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         start_new_session=True,
     )  # fmt: skip
@@ -295,3 +298,42 @@ def test_a_restarting_compute_escaper_is_held_to_its_share_by_its_pods_cgroup(
     assert "held to 25 %" in held[0]["detail"], findings
     told = next(iter(pods.values())).get("enforcement", "")
     assert "GPU compute held to its 25 % share" in told, told
+
+
+def test_an_honest_program_in_its_pod_is_not_held_by_the_short_window(sim_nvml: dict) -> None:
+    """The same two-tick window and tolerance, a program under the core launching all the time
+    it is let on a 25 % claim, its pod's cgroup holdable: over 8 s nothing is held or stopped
+    and it keeps its share."""
+    pod = "5eed0000-0000-4000-8000-0000000000c4"
+    node = Node(sim_nvml)
+    proc = None
+    try:
+        env, mounts = node.container("honest", "e7a0e000-0000-4000-8000-0000000000c4", 1, 25,
+                                     pod_uid=pod)  # fmt: skip
+        with pod_cgroups(pod) as procs:
+            with node.agent_ticking(window_s=2 * INTERVAL) as collector:
+                cmd = [sys.executable, "-m", "nodeagent.sim.workload", "--memory-gib", "0.25",
+                       "--duty", "1", "--seconds", "30"]  # fmt: skip
+                proc = _in_pod(procs, cmd, env, mounts, core=True)
+                for line in proc.stdout:  # its context, its memory, then running
+                    if '"running"' in line or not line.startswith("{"):
+                        break
+                assert '"running"' in line, line
+                busy0, t0 = _device_busy_ns(env["SIMGPU_STATE"], 1), time.monotonic()
+                time.sleep(8.0)
+                busy1, t1 = _device_busy_ns(env["SIMGPU_STATE"], 1), time.monotonic()
+                findings = collector.take_findings()
+                _gpus, pods = collector.collect()
+            assert proc.poll() is None
+    finally:
+        if proc is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+            proc.stdout.close()
+        node.close()
+    share = 100 * (busy1 - busy0) / ((t1 - t0) * 1e9)
+    print(f"honest 25 % program in its pod: {share:.1f} % of the device over 8 s")  # noqa: T201
+    assert [f for f in findings if f["kind"].startswith("backstop")] == []
+    assert "enforcement" not in next(iter(pods.values()))
+    assert 22 <= share <= 28

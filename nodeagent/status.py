@@ -3,13 +3,16 @@
 Each prepared claim has a region folder the interception core accounts in. `collect()` reads
 every region, reclaims slots of dead processes, turns cumulative counters into rates between
 two samples (compute share used over the last interval) and cross-checks NVML per-process
-memory: a claim whose processes together hold more than its slice's cap plus the tolerance,
-or a pod process on a GPU the pod has no claim on, is reported and, if enforcement is on,
-stopped. Processes are attributed by their pod cgroup (nodeagent/owners.py), so one that never
-loaded the core is caught too; a region's pids (the container's own PID namespace) are matched
-through NSpid. simgpu's NVML reports per-process memory as a real driver does, so
-the cross-check runs on the simulated GPU too; its SIMGPU_DRIVER_OVERHEAD_PERMILLE fault
-injection (test-only) makes NVML see more than the core charged, to exercise this backstop.
+memory: a claim whose processes together hold more than its slice's cap plus the tolerance
+has, if enforcement is on, as many of them stopped as bring it back within the cap (the whole
+over-charge, in one tick), and a pod process on a GPU the pod has no claim on is stopped; a
+claim over its compute share for a window has its pods throttled to the share
+(nodeagent/throttle.py). Processes are attributed by their pod cgroup, read from any of their
+threads (nodeagent/owners.py), so one that never loaded the core is caught too; a region's
+pids (the container's own PID namespace) are matched through NSpid. simgpu's NVML reports
+per-process memory as a real driver does, so the cross-check runs on the simulated GPU too;
+its SIMGPU_DRIVER_OVERHEAD_PERMILLE fault injection (test-only) makes NVML see more than the
+core charged, to exercise this backstop.
 """
 
 from __future__ import annotations

@@ -80,17 +80,19 @@ def pod_cgroups(pod_uid: str) -> Iterator[list[Path]]:
     try:
         yield [leaf / "cgroup.procs" for leaf in leaves]
     finally:
+        with contextlib.suppress(OSError):  # a frozen process cannot die
+            (leaves[1].parent / "freezer.state").write_text("THAWED")
         for leaf in leaves:
-            for d in (leaf, *leaf.parents):
-                if d.name == "tranche-test":
-                    with contextlib.suppress(OSError):
-                        d.rmdir()
+            deadline = time.monotonic() + 5  # killed processes leave their cgroup as they exit
+            while (leaf / "cgroup.procs").exists() and (leaf / "cgroup.procs").read_text():
+                if time.monotonic() > deadline:
                     break
+                time.sleep(0.02)
+            for d in (leaf, *leaf.parents):
                 with contextlib.suppress(OSError):
                     d.rmdir()
-        freezer = leaves[1].parent / "freezer.state"
-        with contextlib.suppress(OSError):
-            freezer.write_text("THAWED")
+                if d.name == "tranche-test":
+                    break
 
 
 def _move(procs: list[Path], pid: int) -> None:
@@ -325,6 +327,8 @@ def test_an_honest_program_in_its_pod_is_not_held_by_the_short_window(sim_nvml: 
                 findings = collector.take_findings()
                 _gpus, pods = collector.collect()
             assert proc.poll() is None
+            os.killpg(proc.pid, signal.SIGKILL)  # out of the pod's cgroups before they go
+            proc.wait(timeout=10)
     finally:
         if proc is not None:
             with contextlib.suppress(ProcessLookupError):

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from nodeagent.agent import CORE_LIB, PUBLISH_EVERY, Options, run
 from nodeagent.compute_watch import DEFAULT_TOLERANCE_POINTS, DEFAULT_WINDOW_S
+from nodeagent.throttle import CGROUP_ROOT
 
 METRICS_PORT = 9400  # the agent's /metrics, on by default (docs/metrics.md)
 
@@ -96,7 +97,10 @@ def parse(argv: list[str] | None = None) -> Options | FleetOptions:
                         "its compute share")  # fmt: skip
     r.add_argument("--compute-tolerance", type=float, default=DEFAULT_TOLERANCE_POINTS,
                    help="percentage points over its share a claim may average over the "
-                        "window before its busiest process is stopped")  # fmt: skip
+                        "window before its pods are throttled to the share")  # fmt: skip
+    r.add_argument("--cgroup-root", type=Path, default=CGROUP_ROOT,
+                   help="the host's cgroup mount, where the compute backstop freezes "
+                        "pods held to their share (the chart's: /host/sys/fs/cgroup)")  # fmt: skip
     r.add_argument("--kernel-log", type=Path, default=Path("/dev/kmsg"),
                    help="where the driver logs XIDs with their process (with --simulate: "
                         "simgpu-fault's simulated log beside SIMGPU_STATE)")  # fmt: skip
@@ -128,6 +132,7 @@ def parse(argv: list[str] | None = None) -> Options | FleetOptions:
         health_check_every=a.health_check_every,
         compute_window_s=a.compute_window,
         compute_tolerance_points=a.compute_tolerance,
+        cgroup_root=a.cgroup_root,
     )
 
 

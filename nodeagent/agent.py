@@ -19,6 +19,7 @@ from pathlib import Path
 
 from nodeagent import profiling
 from nodeagent.compute_watch import DEFAULT_TOLERANCE_POINTS, DEFAULT_WINDOW_S, ComputeWatch
+from nodeagent.throttle import CGROUP_ROOT
 
 log = logging.getLogger("nodeagent")
 # Where an install puts the interception core (the image, the Helm chart); --core-lib or
@@ -49,10 +50,11 @@ class Options:
     kernel_log: Path | None = Path("/dev/kmsg")
     health_check_every: float = 1.0  # seconds between "does each GPU still answer" checks
     # The compute backstop (nodeagent/compute_watch.py): a claim's mean NVML utilisation over
-    # this window above its share by more than the tolerance stops its busiest process.
+    # this window above its share by more than the tolerance throttles its pods to the share.
     compute_window_s: float = DEFAULT_WINDOW_S
     compute_tolerance_points: float = DEFAULT_TOLERANCE_POINTS
     metrics_addr: str = "127.0.0.1"
+    cgroup_root: Path = CGROUP_ROOT  # the host's cgroup mount: the pods' freezers
 
 
 def api_client(kubeconfig: Path | None):
@@ -117,6 +119,7 @@ async def run(opts: Options) -> None:
         tolerance_bytes=opts.tolerance_mib * 1024**2,
         kill_offenders=opts.backstop,
         tenant_pod=owners.TenantPods(api, opts.node),
+        cgroup_root=opts.cgroup_root,
     )
     server = PluginServer(preparer, sockets, on_prepare_failed=collector.prepare_failed)
     server.start()
@@ -124,6 +127,7 @@ async def run(opts: Options) -> None:
         await _loop(opts, gpus, publisher, collector, health=health, checkpoint=preparer.checkpoint)
     finally:
         health.stop()
+        collector.close()  # thaw every pod the compute backstop holds
         server.stop()
         publisher.lease.release()
         log.info("agent of node %s stopped", opts.node)

@@ -18,6 +18,7 @@ operator's own GPU pods (burn-in, monitoring) are left alone.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -50,12 +51,52 @@ def pod_uid_from_cgroup(text: str) -> str | None:
     return None
 
 
-def pod_uid(pid: int, proc: Path = PROC) -> str | None:
-    """The UID of the pod process `pid` runs in; None for a host process or one that is gone."""
+def pod_cgroup_paths(text: str) -> list[tuple[str, str, str]]:
+    """(hierarchy id, controllers, the path down to the pod's own cgroup) for each line of a
+    /proc/<pid>/cgroup text that names a pod: where the pod's whole cgroup can be acted on."""
+    out = []
+    for line in text.splitlines():
+        parts = line.split(":", 2)
+        if len(parts) == 3 and (match := _POD.search(parts[2])):
+            out.append((parts[0], parts[1], parts[2][: match.end()]))
+    return out
+
+
+def cgroup_texts(pid: int, proc: Path = PROC) -> list[str]:
+    """The /proc cgroup files of process `pid`: its own, then each of its threads'. A leader
+    that left by SYS_exit while another thread keeps the process reads "Z" and, on cgroup v1,
+    "/" in its own file: only its live threads still name the pod. [] when it is gone."""
+    texts = []
+    for path in (f"{proc}/{pid}/cgroup", *_thread_cgroups(pid, proc)):
+        with contextlib.suppress(FileNotFoundError, ProcessLookupError, PermissionError):
+            texts.append(Path(path).read_text())
+    return texts
+
+
+def _thread_cgroups(pid: int, proc: Path) -> list[str]:
     try:
-        return pod_uid_from_cgroup((proc / str(pid) / "cgroup").read_text())
+        tids = os.listdir(f"{proc}/{pid}/task")
+    except (FileNotFoundError, ProcessLookupError, PermissionError, NotADirectoryError):
+        return []
+    return [f"{proc}/{pid}/task/{tid}/cgroup" for tid in tids if tid != str(pid)]
+
+
+def pod_uid(pid: int, proc: Path = PROC) -> str | None:
+    """The UID of the pod process `pid` runs in, named by the process or any of its threads
+    (a tenant cannot move a thread out of its pod); None for a host process or one gone."""
+    try:
+        own = (proc / str(pid) / "cgroup").read_text()
     except (FileNotFoundError, ProcessLookupError, PermissionError):
-        return None
+        own = ""
+    found = pod_uid_from_cgroup(own)
+    if found is not None:
+        return found
+    for path in _thread_cgroups(pid, proc):
+        with contextlib.suppress(FileNotFoundError, ProcessLookupError, PermissionError):
+            found = pod_uid_from_cgroup(Path(path).read_text())
+            if found is not None:
+                return found
+    return None
 
 
 def ns_pid(pid: int, proc: Path = PROC) -> int:

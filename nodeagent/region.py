@@ -130,7 +130,7 @@ def _process_key(proc: str, name: str) -> tuple[int, int, int] | None:
     except OSError:
         return None  # exited meanwhile
     fields = stat[stat.rindex(b")") + 2 :].split()
-    if fields[0] in (b"Z", b"X"):
+    if fields[0] in (b"Z", b"X") and not _any_thread_runs(proc, name):
         return None  # exited: its memory is given back, only the entry waits to be reaped
     nspid = next((ln for ln in status.splitlines() if ln.startswith(b"NSpid:")), b"")
     inner = int(nspid.split()[-1]) if nspid else int(name)
@@ -139,6 +139,27 @@ def _process_key(proc: str, name: str) -> tuple[int, int, int] | None:
     except OSError:
         ns = 0
     return ns, inner, int(fields[19])
+
+
+def _any_thread_runs(proc: str, name: str) -> bool:
+    """Whether a thread of process /proc/<name> other than its leader still runs. A leader that
+    left by SYS_exit reads "Z" while another thread keeps the process, its descriptors and its
+    device memory: the process is alive while any of its threads is."""
+    try:
+        tids = os.listdir(f"{proc}/{name}/task")
+    except OSError:
+        return False
+    for tid in tids:
+        if tid == name:
+            continue
+        try:
+            with open(f"{proc}/{name}/task/{tid}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue  # exited meanwhile
+        if stat[stat.rindex(b")") + 2 :].split()[0] not in (b"Z", b"X"):
+            return True
+    return False
 
 
 def _running(proc: str = "/proc") -> dict[tuple[int, int, int], int]:

@@ -3,13 +3,16 @@
 Each prepared claim has a region folder the interception core accounts in. `collect()` reads
 every region, reclaims slots of dead processes, turns cumulative counters into rates between
 two samples (compute share used over the last interval) and cross-checks NVML per-process
-memory: a claim whose processes together hold more than its slice's cap plus the tolerance,
-or a pod process on a GPU the pod has no claim on, is reported and, if enforcement is on,
-stopped. Processes are attributed by their pod cgroup (nodeagent/owners.py), so one that never
-loaded the core is caught too; a region's pids (the container's own PID namespace) are matched
-through NSpid. simgpu's NVML reports per-process memory as a real driver does, so
-the cross-check runs on the simulated GPU too; its SIMGPU_DRIVER_OVERHEAD_PERMILLE fault
-injection (test-only) makes NVML see more than the core charged, to exercise this backstop.
+memory: a claim whose processes together hold more than its slice's cap plus the tolerance
+has, if enforcement is on, as many of them stopped as bring it back within the cap (the whole
+over-charge, in one tick), and a pod process on a GPU the pod has no claim on is stopped; a
+claim over its compute share for a window has its pods throttled to the share
+(nodeagent/throttle.py). Processes are attributed by their pod cgroup, read from any of their
+threads (nodeagent/owners.py), so one that never loaded the core is caught too; a region's
+pids (the container's own PID namespace) are matched through NSpid. simgpu's NVML reports
+per-process memory as a real driver does, so the cross-check runs on the simulated GPU too;
+its SIMGPU_DRIVER_OVERHEAD_PERMILLE fault injection (test-only) makes NVML see more than the
+core charged, to exercise this backstop.
 """
 
 from __future__ import annotations
@@ -25,14 +28,18 @@ from pathlib import Path
 
 from nodeagent import owners, region
 from nodeagent.checkpoint import Checkpoint, PreparedClaim
-from nodeagent.compute_watch import ComputeWatch
+from nodeagent.compute_watch import ComputeWatch, next_duty
 from nodeagent.discovery import GpuInfo
 from nodeagent.slice_usage import IdleTracker, SliceUsage
+from nodeagent.throttle import CGROUP_ROOT, Throttle, pod_freezers
 from tranche.agent_protocol import Finding, GpuReport, PodReport
 
 log = logging.getLogger(__name__)
 MIB = 1024**2
 FINDINGS_KEPT = 64
+# How long the tenant's live page says why the backstop stopped processes of a pod (a
+# throttled pod says so for as long as it is held).
+STOP_SHOWN_S = 600.0
 
 
 @dataclass
@@ -49,6 +56,9 @@ class Collector:
     tolerance_bytes: int = 256 * 1024**2
     kill_offenders: bool = False
     proc: Path = owners.PROC  # where processes' cgroups are read (the host's /proc)
+    cgroup_root: Path = CGROUP_ROOT  # the host's cgroup mount: the pods' freezers
+    # Holds claims over their compute share to it (nodeagent/throttle.py); None: a new one
+    throttle: Throttle | None = None
     # pod uid -> True (a tenant's) / False (the operator's) / None (unknown); None: all tenants'
     tenant_pod: object = None
     _prev: dict[str, tuple[float, int]] = field(default_factory=dict)
@@ -61,8 +71,12 @@ class Collector:
     # What the last collect() saw per slice, for /metrics (nodeagent/slice_usage.py)
     slices: list = field(default_factory=list)
     _idle: IdleTracker = field(default_factory=IdleTracker)
+    # claim uid -> (why the backstop acted on it, in the tenant's words; shown until, monotonic)
+    _enforcement: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        if self.throttle is None:
+            self.throttle = Throttle()
         # Pod and namespace pid of each GPU process, per (pid, start time): nodeagent/owners.py
         self._owners = owners.Owners(self.proc)
         # Whether a region slot's owner runs when its lock is free: one /proc scan a tick at most
@@ -143,7 +157,13 @@ class Collector:
                 findings += self._check_compute(gpu, on_gpu, owner)
         self._disagreeing = disagreeing
         self._owners.keep_only(set(whose))
-        self.compute.forget({(c.uid, d.uuid) for c in claims for d in c.devices})
+        live = {(c.uid, d.uuid) for c in claims for d in c.devices}
+        self.compute.forget(live)
+        for key in self.throttle.held_keys():
+            if key not in live:  # its pods are gone: nothing left to freeze
+                self.throttle.release(key)
+        for uid in [u for u in self._enforcement if u not in {c.uid for c in claims}]:
+            del self._enforcement[uid]
         for f in findings:
             log.warning("backstop: %s", f)
         return findings
@@ -164,26 +184,33 @@ class Collector:
         for claim in on_gpu:
             pids = held.get(claim.uid, {})
             limit = next(d.memory_bytes for d in claim.devices if d.uuid == gpu.uuid)
-            if sum(pids.values()) > limit + self.tolerance_bytes:
-                # A process that escaped the core's accounting is the cause: it goes first.
-                suspects = {p: b for p, b in pids.items() if p in bypassed} or pids
-                worst = max(suspects, key=suspects.get)
-                findings.append(
-                    f"claim {claim.uid} uses {sum(pids.values())} B on {gpu.uuid} over its "
-                    f"{limit} B cap; offending pid {worst}"
-                )
-                disagreeing.add((claim.uid, gpu.uuid))
-                if (claim.uid, gpu.uuid) not in self._disagreeing:
-                    self._disagree(claim, gpu.uuid, sum(pids.values()), readings[claim.uid])
-                self._stop(
-                    worst, claim.namespace, _pod_of(claim), f"claim {claim.name}", "over-cap"
-                )
+            total = sum(pids.values())
+            if total <= limit + self.tolerance_bytes:
+                continue
+            victims = over_charge(pids, bypassed, limit)
+            findings.append(
+                f"claim {claim.uid} uses {total} B on {gpu.uuid} over its {limit} B cap; "
+                + (f"offending pid {victims[0]}" if len(victims) == 1
+                   else "offending pids " + " ".join(map(str, victims)))
+            )  # fmt: skip
+            disagreeing.add((claim.uid, gpu.uuid))
+            if (claim.uid, gpu.uuid) not in self._disagreeing:
+                self._disagree(claim, gpu.uuid, total, readings[claim.uid])
+            freed = sum(pids[p] for p in victims)
+            told = (f"{len(victims)} of its processes holding {freed // MIB} MiB of GPU memory "
+                    f"were stopped at {_clock()}: the pod's processes held {total // MIB} MiB "
+                    f"on a {limit // MIB} MiB slice")  # fmt: skip
+            if self._stop(victims, claim.namespace, _pod_of(claim),
+                          f"claim {claim.name} held {total // MIB} MiB on {gpu.uuid}, cap "
+                          f"{limit // MIB} MiB", "over-cap"):  # fmt: skip
+                self._enforcement[claim.uid] = (told, time.monotonic() + STOP_SHOWN_S)
         return findings
 
     def _check_compute(self, gpu, on_gpu, owner) -> list[str]:
         """NVML's per-process SM utilisation on `gpu`, summed per claim, against its share over
-        the compute watch's window (nodeagent/compute_watch.py); the busiest process of a
-        claim over it for a whole window is stopped."""
+        the compute watch's window (nodeagent/compute_watch.py); a claim over it for a whole
+        window has its pods throttled to the share (nodeagent/throttle.py) for the watch's hold,
+        the freezer's duty steered each tick from what NVML shows meanwhile."""
         findings: list[str] = []
         busy: dict[str, dict[int, float]] = {}
         for pid, percent in self.nvml_process_utilisation(gpu.uuid).items():
@@ -192,18 +219,50 @@ class Collector:
                 busy.setdefault(claim.uid, {})[pid] = percent
         now = time.monotonic()
         for claim in on_gpu:
+            key = (claim.uid, gpu.uuid)
             share = next(d.compute_percent for d in claim.devices if d.uuid == gpu.uuid)
-            verdict = self.compute.observe(now, (claim.uid, gpu.uuid), busy.get(claim.uid, {}),
-                                           share)  # fmt: skip
-            if verdict is None:
+            used = busy.get(claim.uid, {})
+            hold = self.throttle.held(key)
+            if hold is not None:
+                if now < hold.until:
+                    self.throttle.set_duty(key, next_duty(hold.duty, sum(used.values()), share))
+                    continue
+                self.throttle.release(key)
+                self.compute.restart(key)
+                log.info("claim %s on %s: compute hold over", claim.uid, gpu.uuid)
+            mean = self.compute.observe(now, key, used, share)
+            if mean is None:
                 continue
-            pid, mean = verdict
             why = (f"claim {claim.name} used {mean:.0f} % of {gpu.uuid} over "
                    f"{self.compute.window_s:g} s, its share {share} % "
                    f"(tolerance {self.compute.tolerance_points:g} points)")  # fmt: skip
-            findings.append(f"{why}; offending pid {pid}")
-            self._stop(pid, claim.namespace, _pod_of(claim), why, "over-share")
+            findings.append(f"{why}; pids " + " ".join(map(str, sorted(used))))
+            if self.kill_offenders:
+                self._hold(claim, gpu.uuid, used, share=share, mean=mean, why=why)
         return findings
+
+    def _hold(self, claim, uuid: str, used: dict[int, float], *, share: int, mean: float,
+              why: str) -> None:  # fmt: skip
+        """Throttle the claim's pods to `share` for the watch's hold; a claim whose processes
+        are in no pod cgroup (simulation mode, attributed by region slot) has its busiest
+        process stopped instead: there is no cgroup of the claim's to hold."""
+        texts = [t for pid in used for t in owners.cgroup_texts(pid, self.proc)]
+        freezers = pod_freezers(texts, self.cgroup_root)
+        if not freezers:
+            self._stop([max(used, key=used.get)], claim.namespace, _pod_of(claim), why,
+                       "over-share")  # fmt: skip
+            return
+        key = (claim.uid, uuid)
+        hold_s = self.compute.hold_s(key)
+        until = time.time() + hold_s
+        told = (f"GPU compute held to its {share} % share until {_clock(until)}: the pod's "
+                f"processes used {mean:.0f} % of the GPU over {self.compute.window_s:g} s, "
+                f"work the slice's meter could not see")  # fmt: skip
+        self.throttle.hold(key, freezers, share / 100.0, time.monotonic() + hold_s, told)
+        self._enforcement[claim.uid] = (told, time.monotonic() + hold_s)
+        self.backstop_actions["over-share"] = self.backstop_actions.get("over-share", 0) + 1
+        self.report("backstop-throttled", claim.namespace, _pod_of(claim),
+                    f"held to {share} % for {hold_s:g} s: {why}")  # fmt: skip
 
     def _unclaimed(self, pod: str, pid: int, used: int, uuid: str) -> list[str]:
         """A pod process on a GPU its pod holds no claim on: a tenant's is stopped, the
@@ -215,7 +274,7 @@ class Collector:
         finding = f"pod {pod} uses {used} B on {uuid} without a claim on it; offending pid {pid}"
         if tenant is None:
             return [f"{finding}; whose pod it is is unknown now, not stopped"]
-        self._stop(pid, "", pod, f"no claim on {uuid} ({used // MIB} MiB)", "no-claim")
+        self._stop([pid], "", pod, f"no claim on {uuid} ({used // MIB} MiB)", "no-claim")
         return [finding]
 
     def _disagree(
@@ -230,12 +289,34 @@ class Collector:
             f"tolerance {self.tolerance_bytes // MIB} MiB)",
         )  # fmt: skip
 
-    def _stop(self, pid: int, namespace: str, pod: str, why: str, reason: str) -> None:
-        if self.kill_offenders:
+    def _stop(self, pids: list[int], namespace: str, pod: str, why: str, reason: str) -> bool:
+        """SIGKILL `pids` (a process whose leader left by SYS_exit is killed whole by its pid:
+        the signal goes to the thread group); one finding for them all. True if any was."""
+        if not self.kill_offenders:
+            return False
+        stopped = []
+        for pid in pids:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-                self.backstop_actions[reason] = self.backstop_actions.get(reason, 0) + 1
-                self.report("backstop-stopped", namespace, pod, f"stopped pid {pid}: {why}")
+                stopped.append(pid)
+        if stopped:
+            self.backstop_actions[reason] = self.backstop_actions.get(reason, 0) + len(stopped)
+            self.report("backstop-stopped", namespace, pod,
+                        f"stopped pid {' '.join(map(str, stopped))}: {why}")  # fmt: skip
+        return bool(stopped)
+
+    def enforcement(self, claim_uid: str) -> str:
+        """Why the backstop holds or recently stopped the claim's processes, in the tenant's
+        words; "" when it does not."""
+        told, until = self._enforcement.get(claim_uid, ("", 0.0))
+        if time.monotonic() < until:
+            return told
+        self._enforcement.pop(claim_uid, None)
+        return ""
+
+    def close(self) -> None:
+        """Thaw every pod the compute backstop holds (the agent is stopping)."""
+        self.throttle.close()
 
     def collect(self) -> tuple[list[GpuReport], dict[tuple[str, str], PodReport]]:
         """(gpus, pods keyed by (namespace, pod)) as the message schema types them."""
@@ -275,6 +356,7 @@ class Collector:
                         throttled_seconds=round((usage.throttled_ns if usage else 0) / 1e9, 3),
                         processes=len(reading.live_slots) if reading else 0,
                         idle_seconds=idle.get((claim.namespace, claim.name, dev.uuid), 0.0),
+                        **({"enforcement": told} if (told := self.enforcement(claim.uid)) else {}),
                     )
         gpus = [
             GpuReport(
@@ -319,6 +401,26 @@ class Collector:
                 )
             )  # fmt: skip
         return out
+
+
+def over_charge(pids: dict[int, int], bypassed: set[int], limit: int) -> list[int]:
+    """The processes to stop so what a claim's processes hold (`pids`: pid -> bytes NVML
+    shows) comes back within its cap: those that escaped the core's accounting (`bypassed`)
+    first, then the largest, as many as needed in one go; none is spared for being small or
+    for a zombie leader (each is a process holding device memory)."""
+    order = sorted(pids, key=lambda p: (p not in bypassed, -pids[p], p))
+    left, out = sum(pids.values()), []
+    for pid in order:
+        if left <= limit:
+            break
+        out.append(pid)
+        left -= pids[pid]
+    return out
+
+
+def _clock(at: float | None = None) -> str:
+    """A wall-clock time as the tenant reads it: "19:04:12 UTC"."""
+    return time.strftime("%H:%M:%S UTC", time.gmtime(time.time() if at is None else at))
 
 
 def _pod_of(claim: PreparedClaim) -> str:

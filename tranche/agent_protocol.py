@@ -133,6 +133,10 @@ class PodReport(TypedDict):
     # and the support console call it idle past TRANCHE_IDLE_SLICE_SECONDS. Agents before it
     # leave it out (stored as 0: not idle).
     idle_seconds: NotRequired[Annotated[float, Number()]]
+    # Why the NVML backstop holds the pod to its compute share, or stopped processes of it in
+    # the last 10 minutes, in the tenant's words (nodeagent/status.py); left out when it does
+    # not. The live page shows it in the pod's row.
+    enforcement: NotRequired[Annotated[str, Text(300)]]
 
 
 class RemovedPod(TypedDict):
@@ -142,6 +146,7 @@ class RemovedPod(TypedDict):
 
 FINDING_KINDS = (
     "backstop-stopped",
+    "backstop-throttled",  # a claim's pods held to its compute share (nodeagent/throttle.py)
     "nvml-disagrees",
     "prepare-failed",
     # GPU health (nodeagent/health.py): subject is the GPU's UUID for the GPU's own findings,

@@ -61,6 +61,9 @@ class PodSliceStatus(models.Model):
     # Seconds the slice has been under 1 % kernel-busy (the agent's count): the live page's and
     # the support console's idle finding (portal/status/idle.py) past IDLE_SLICE_SECONDS.
     idle_seconds = models.FloatField(default=0)
+    # Why the node agent's backstop holds the pod to its compute share or stopped processes of
+    # it lately, in the tenant's words ("" when it does not): the live page's Backstop column.
+    enforcement = models.CharField(max_length=300, blank=True, default="")
     reported_at = models.DateTimeField(help_text="agent clock")
     updated_at = models.DateTimeField(auto_now=True)
 

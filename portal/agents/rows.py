@@ -24,6 +24,7 @@ FIELDS = (
     ("rejected", "Rejected allocations"),
     ("compute", "Compute used / target"),
     ("throttled", "Throttled"),
+    ("backstop", "Backstop"),
     ("processes", "Processes"),
     ("reported", "Last report"),
 )
@@ -89,6 +90,9 @@ def pod_row(status: PodSliceStatus, gpu_name: str | None = None) -> LiveRow:
         "rejected": str(status.rejected_allocations),
         "compute": f"{status.compute_used_percent:.1f}% / {status.compute_target_percent}%",
         "throttled": f"{status.throttled_seconds:.2f} s",
+        # Why the node's backstop acts on the pod (work around the slice's meter): held to its
+        # share, or processes stopped over the memory cap; "—" while it does not.
+        "backstop": status.enforcement or "—",
         "processes": str(status.processes),
         "reported": human_time(status.reported_at),
     }

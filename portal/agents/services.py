@@ -41,6 +41,8 @@ TOKEN_BYTES = 32
 FINDINGS_KEPT = 50  # per node: the support console's alerts of the last day fit
 # PodSliceStatus column of each reported pod field; namespace and pod name identify the row.
 POD_COLUMNS = {f: c for f, c in columns_of(PodReport).items() if f not in ("namespace", "pod")}
+# What an optional field an older agent leaves out is stored as: its column's default.
+POD_DEFAULTS = {f: PodSliceStatus._meta.get_field(c).get_default() for f, c in POD_COLUMNS.items()}
 # The fields one status upsert writes, in the order of its arrays.
 UPSERT_FIELDS = ["project", "node_name", "namespace", "pod_name", "reported_at", "updated_at",
                  *POD_COLUMNS.values()]  # fmt: skip
@@ -250,7 +252,7 @@ def record_status(node_name: str, msg: StatusMessage) -> Recorded:
             pod_name=p["pod"],
             reported_at=reported,
             # an optional field an older agent leaves out is stored as its column's default
-            **{column: p.get(field, 0) for field, column in POD_COLUMNS.items()},
+            **{column: p.get(field, POD_DEFAULTS[field]) for field, column in POD_COLUMNS.items()},
         )
         for p in latest.values()
     ]

@@ -155,7 +155,8 @@ def provisioning_alerts() -> list[Alert]:
 
 
 FINDING_WORDS = {
-    "backstop-stopped": "Backstop on {node} stopped a process of {where}: {detail}",
+    "backstop-stopped": "Backstop on {node} stopped processes of {where}: {detail}",
+    "backstop-throttled": "Backstop on {node} throttled {where}: {detail}",
     "nvml-disagrees": "NVML and the core disagree on {node} for {where}: {detail}",
     "prepare-failed": "Claim {where} failed to prepare on {node}: {detail}",
     "gpu-failed": "GPU {where} failed: {detail}",

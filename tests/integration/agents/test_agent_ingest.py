@@ -282,3 +282,33 @@ def test_each_entry_is_applied_on_its_own_and_refusals_are_answered(project, tok
     assert selectors.pod_status("acme-ml", "old") is None
     assert later == {"ack": 3}
     assert selectors.pod_status("acme-ml", "new").node_name == "kwok-gpu-0"
+
+
+def test_the_live_row_says_why_the_backstop_acts_on_the_pod(project, tokens):
+    """The agent's reason (PodReport.enforcement) is stored and is the row's Backstop cell on
+    the live page, as sent to viewers; a report without it (the backstop let go, or an agent
+    from before it) shows none."""
+    _bind(project, **{"train-0": "kwok-gpu-0"})
+    why = ("GPU compute held to its 25 % share until 19:04:12 UTC: the pod's processes used "
+           "98 % of the GPU over 2 s, work the slice's meter could not see")  # fmt: skip
+
+    async def scenario() -> list[dict]:
+        layer = get_channel_layer()
+        listener = await layer.new_channel()
+        await layer.group_add(f"project.{project.id}", listener)
+        comm, connected = await _connect("kwok-gpu-0", tokens["kwok-gpu-0"])
+        assert connected
+        events = []
+        for seq, pod in enumerate([_pod(enforcement=why), _pod()], start=1):
+            assert await _send(comm, _status("kwok-gpu-0", seq, [pod])) == {"ack": seq}
+            event = {}
+            while event.get("type") != "pod.status":  # the node's "seen" mark comes too
+                event = await asyncio.wait_for(layer.receive(listener), timeout=5)
+            events.append(event)
+        await comm.disconnect()
+        return events
+
+    held, let_go = (json.loads(e["text"])["cells"]["backstop"] for e in asyncio.run(scenario()))
+    assert held == why
+    assert let_go == "—"
+    assert selectors.pod_status("acme-ml", "train-0").enforcement == ""

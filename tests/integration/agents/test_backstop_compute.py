@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from nodeagent import cdi, discovery
-from nodeagent.compute_watch import ComputeWatch
+from nodeagent.compute_watch import DEFAULT_WINDOW_S, ComputeWatch
 from nodeagent.draplugin.prepare import Layout, Preparer
 from nodeagent.status import Collector
 from tests.helpers.cdi_launch import apply_cdi, launch_script
@@ -35,7 +35,7 @@ from tests.helpers.skips import NATIVE_BUILD, needs_native_sim
 
 REPO = Path(__file__).resolve().parents[3]
 INTERVAL = 0.5  # the agent's tick here
-WINDOW = 5.0  # the agent's default compute window (nodeagent/compute_watch.py)
+WINDOW = DEFAULT_WINDOW_S  # the agent's default compute window
 LOOKUPS = NATIVE_BUILD / "tests" / "lookups"
 pytestmark = [needs_native_sim, pytest.mark.skipif(not LOOKUPS.exists(), reason="make native")]
 
@@ -58,11 +58,15 @@ class Node:
     def _claim(self, namespace: str, name: str) -> dict:
         return self.claims[name]
 
-    def container(self, name: str, uid: str, gpu: int, percent: int) -> tuple[dict, list]:
-        """Prepare a claim of `percent` % of GPU `gpu` (1 GiB); its container's env and mounts."""
+    def container(
+        self, name: str, uid: str, gpu: int, percent: int, pod_uid: str = ""
+    ) -> tuple[dict, list]:
+        """Prepare a claim of `percent` % of GPU `gpu` (1 GiB); its container's env and mounts.
+        `pod_uid`: the pod reserving it (a UUID its cgroup can name), else one no cgroup does."""
         self.claims[name] = allocated_claim(
-            uid, device=f"gpu-{gpu}", memory="1Gi", cores=str(percent), pod_uid=f"pod-{name}"
-        )
+            uid, device=f"gpu-{gpu}", memory="1Gi", cores=str(percent),
+            pod_uid=pod_uid or f"pod-{name}",
+        )  # fmt: skip
         self.claims[name]["metadata"]["name"] = name
         prepared = self.preparer.prepare("acme-ml", name, uid)
         spec = json.loads(cdi.spec_path(self.layout.cdi_dir, uid).read_text())
@@ -93,12 +97,12 @@ class Node:
         return self.start(env, mounts, cmd, '"running"')[0]
 
     @contextmanager
-    def agent_ticking(self) -> Iterator[Collector]:
+    def agent_ticking(self, window_s: float = WINDOW) -> Iterator[Collector]:
         collector = Collector(
             NODE, self.preparer.checkpoint, [v100(0), v100(1)],
             nvml_process_memory=discovery.process_memory,
             nvml_process_utilisation=self._utilisation,
-            compute=ComputeWatch(window_s=WINDOW), kill_offenders=True,
+            compute=ComputeWatch(window_s=window_s), kill_offenders=True,
         )  # fmt: skip
         stop = threading.Event()
 
@@ -115,6 +119,7 @@ class Node:
         finally:
             stop.set()
             thread.join(timeout=10)
+            collector.close()
 
     def _utilisation(self, uuid: str) -> dict[int, float]:
         seen = discovery.process_utilisation(uuid)

@@ -117,7 +117,7 @@ def test_backstop_and_disagreement_reach_the_support_console(sim):
     page = _support_page()
     live = reverse("project_status", args=[project.pk])
     for kind, words in (
-        ("backstop-stopped", f"Backstop on {NODE} stopped a process of acme-ml/pod-a"),
+        ("backstop-stopped", f"Backstop on {NODE} stopped processes of acme-ml/pod-a"),
         ("nvml-disagrees", f"NVML and the core disagree on {NODE} for acme-ml/pod-a"),
     ):
         item = _alert(page, kind)

@@ -151,3 +151,17 @@ def test_owners_read_the_real_proc(tmp_path) -> None:
         child.kill()
         child.wait()
     assert whose(child.pid) == (None, child.pid)  # reaped: gone
+
+
+def test_a_zombie_leader_is_attributed_by_its_live_threads_cgroup(tmp_path) -> None:
+    """A leader that left by SYS_exit reads "Z" and, on cgroup v1, "/" in its own cgroup file;
+    the thread that keeps the process (and its device memory) still names the pod."""
+    proc = tmp_path / "proc"
+    (proc / "70" / "task" / "70").mkdir(parents=True)
+    (proc / "70" / "task" / "71").mkdir()
+    (proc / "70" / "cgroup").write_text("8:pids:/\n0::/\n")
+    (proc / "70" / "task" / "70" / "cgroup").write_text("8:pids:/\n0::/\n")
+    (proc / "70" / "task" / "71" / "cgroup").write_text(f"8:pids:/kubepods/pod{UID}/c0\n0::/\n")
+    assert owners.pod_uid(70, proc) == UID
+    (proc / "70" / "task" / "71" / "cgroup").write_text("8:pids:/\n0::/\n")  # a host process
+    assert owners.pod_uid(70, proc) is None

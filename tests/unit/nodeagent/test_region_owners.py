@@ -51,3 +51,20 @@ def test_an_exited_owner_is_dead_and_an_unreadable_namespace_matches_any(tmp_pat
     (proc / "601" / "ns" / "pid").unlink()
     alive.tick()
     assert alive.alive(9, 123456, 6)  # never declared dead for want of reading its namespace
+
+
+def test_a_zombie_leader_is_alive_while_another_thread_runs(tmp_path) -> None:
+    """The leader left by SYS_exit ("Z") while a second thread keeps the process, its region
+    lock and its device memory: the slot is not dead. Once every thread has exited, it is."""
+    proc = tmp_path / "proc"
+    ns = _process(proc, 700, inner=700, start=8, state="Z")
+    (proc / "700" / "task" / "700").mkdir(parents=True)
+    (proc / "700" / "task" / "700" / "stat").write_text("700 (x) Z 1\n")
+    (proc / "700" / "task" / "701").mkdir()
+    (proc / "700" / "task" / "701" / "stat").write_text("701 (x) S 1\n")
+    alive = region.Liveness(str(proc))
+    alive.tick()
+    assert alive.alive(700, ns, 8)
+    (proc / "700" / "task" / "701" / "stat").write_text("701 (x) Z 1\n")
+    alive.tick()
+    assert not alive.alive(700, ns, 8)

@@ -150,6 +150,27 @@ def _line_order(item) -> tuple:
     return (index, start, kind != "month", str(unit))
 
 
+def slice_charges_at(orders: Sequence[Order], year: int, month: int, at: datetime) -> list[Decimal]:
+    """What each slice held at `at` is charged in the month, exact (unit price x the hours its
+    lines bill / hours in the month, before rounding): the bound of its SLA credit."""
+    total_hours = hours_in_month(year, month)
+    slices, inside = _slices(orders, year, month)
+    charges = []
+    for s in slices:
+        added = inside[s.added_by].at if s.added_by >= 0 else None
+        removed = inside[s.removed_by].at if s.end is not None else None
+        if (added is not None and added > at) or (removed is not None and removed <= at):
+            continue
+        hours = max(0, (total_hours if s.end is None else s.end + 1) - s.start)
+        charges.append(s.unit * hours / total_hours)
+    return charges
+
+
+def plan_end(orders: Sequence[Order], after: datetime) -> datetime | None:
+    """When the subscription's quantity next fell to 0 at or after `after` (None: it did not)."""
+    return next((o.at for o in orders if o.at >= after and o.quantity == 0), None)
+
+
 def order_lines(orders: Sequence[Order], new: Order) -> list[Line]:
     """The lines placing `new` after `orders` (in time order, all before it) adds to its month's
     invoice. Earlier orders' lines never change when a later order comes, so these are exactly

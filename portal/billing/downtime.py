@@ -3,9 +3,10 @@ pod runs again elsewhere (docs/billing.md, "SLA credits").
 
 - Opened from the health events (`sync_outages`): a fatal XID's `pod-gpu-failed` event names
   each pod whose claim was allocated on the failed GPU, at the instant the agent tainted the
-  device (a later fatal event of a pod already down opens nothing more); the slice's product
-  is that of the pod's claim in the metering ledger (the record open then on that node, named
-  after the pod). A pod holding no metered claim is no billed slice and opens nothing.
+  device. The slice is the pod's claim in the metering ledger (the record open then on that
+  node, named after the pod, or the project's only one there): one outage per claim, however
+  many pods share it, and a later fatal event of a slice already down opens nothing more. A
+  pod holding no metered claim is no billed slice and opens nothing.
 - Closed by the cluster (`observe_running`, from the watcher's pod events and relists): a pod
   of the same project and product created after the taint, Running at the time its containers
   started (the cluster's time), ends the oldest open outage it can; each pod ends one.
@@ -52,15 +53,18 @@ def sync_outages(namespace: str | None = None, project_ids: list[int] | None = N
         events = events.filter(project_id__in=project_ids)
     opened = 0
     for event in events.select_related("project").order_by("occurred_at", "pk"):
-        covered = SliceOutage.objects.filter(project_id=event.project_id, pod_name=event.pod_name)
-        # A second fatal event of the same failure (XID, then "stops answering") opens nothing.
-        # An outage's end is its replacement's Running time in whole seconds (the containers
-        # started up to a second later): an event within that second may precede the real end.
-        since = event.occurred_at - timedelta(seconds=1)
-        if covered.filter(Q(ended_at__isnull=True) | Q(ended_at__gt=since)).exists():
-            continue
         record = _claim_of(event)
         if record is None:
+            continue
+        # One outage per slice: the pods sharing its claim each report the failure, and a second
+        # fatal event of the same failure (XID, then "stops answering") opens nothing. An
+        # outage's end is its replacement's Running time in whole seconds (the containers
+        # started up to a second later): an event within that second may precede the real end.
+        covered = SliceOutage.objects.filter(
+            Q(project_id=event.project_id, pod_name=event.pod_name) | Q(usage_record=record)
+        )
+        since = event.occurred_at - timedelta(seconds=1)
+        if covered.filter(Q(ended_at__isnull=True) | Q(ended_at__gt=since)).exists():
             continue
         try:
             with transaction.atomic():
@@ -69,6 +73,7 @@ def sync_outages(namespace: str | None = None, project_ids: list[int] | None = N
                     organization_id=event.project.organization_id,
                     project_id=event.project_id,
                     product_id=record.product_id,
+                    usage_record=record,
                     pod_name=event.pod_name,
                     started_at=event.occurred_at,
                 )

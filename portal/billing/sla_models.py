@@ -12,6 +12,7 @@ from django.db import models
 
 from portal.agents.models import GpuHealthEvent
 from portal.catalog.models import Product
+from portal.cluster.models import UsageRecord
 from portal.tenants.models import Organization, Project
 
 PERCENT = [MinValueValidator(Decimal("0.001")), MaxValueValidator(Decimal("100"))]
@@ -53,9 +54,13 @@ class SlaCreditTier(models.Model):
 
 class SliceOutage(models.Model):
     """One slice's downtime: from its GPU's taint (the fatal XID's health event naming its pod)
-    until the replacement pod runs (`ended_at`; null: not yet, the period's end counts)."""
+    until the replacement pod runs (`ended_at`; null: not yet, the period's end counts). The
+    slice is the allocated claim (`usage_record`): pods sharing one claim share one outage."""
 
     health_event = models.OneToOneField(GpuHealthEvent, on_delete=models.PROTECT, related_name="+")
+    usage_record = models.ForeignKey(
+        UsageRecord, on_delete=models.PROTECT, related_name="+", null=True, blank=True
+    )
     organization = models.ForeignKey(Organization, on_delete=models.PROTECT, related_name="+")
     project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="+")
     product = models.ForeignKey(Product, on_delete=models.PROTECT, related_name="+")
@@ -71,7 +76,12 @@ class SliceOutage(models.Model):
                 condition=models.Q(ended_at__isnull=True)
                 | models.Q(ended_at__gte=models.F("started_at")),
                 name="outage_ends_after_start",
-            )
+            ),
+            models.UniqueConstraint(
+                fields=["usage_record"],
+                condition=models.Q(ended_at__isnull=True),
+                name="one_open_outage_per_claim",
+            ),
         ]
 
     def __str__(self) -> str:

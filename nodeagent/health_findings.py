@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 from nodeagent.checkpoint import PreparedClaim
 from nodeagent.health import HealthEvent
 from nodeagent.xid import Severity
+from tranche import health_kinds as kinds
 
 Finding = tuple[str, str, str, str, dict]
 
@@ -47,14 +48,14 @@ def findings_for(
     when, what, claims = _when(event.ts), _what(event), list(claims)
     extra = {"gpu": event.uuid, **({"xid": event.xid} if event.xid is not None else {})}
     if event.recovered:
-        return [("gpu-recovered", "-", event.uuid, f"{node}: {event.meaning} at {when}", extra)]
+        return [(kinds.GPU_RECOVERED, "-", event.uuid, f"{node}: {event.meaning} at {when}", extra)]
     if event.severity is Severity.FATAL:
         pods = _pods_on(claims, event.uuid)
         summary = f"{node}: {what} at {when}; tainted NoExecute, {len(pods)} pod(s) on it"
-        out = [("gpu-failed", "-", event.uuid, summary, extra)]
+        out = [(kinds.GPU_FAILED, "-", event.uuid, summary, extra)]
         out += [
             (
-                "pod-gpu-failed",
+                kinds.POD_GPU_FAILED,
                 ns,
                 name,
                 f"the GPU your pod ran on failed ({what}, {when}); Kubernetes moves your pod "
@@ -66,7 +67,7 @@ def findings_for(
         return out
     if event.severity is Severity.UNKNOWN:
         detail = f"{node}: {what} at {when}; not drained"
-        return [("gpu-xid-unknown", "-", event.uuid, detail, extra)]
+        return [(kinds.GPU_XID_UNKNOWN, "-", event.uuid, detail, extra)]
     uid = pod_of_pid(event.pid) if event.pid else None
     for ns, name, pod_uid in _pods_on(claims, event.uuid):
         if uid and pod_uid == uid:
@@ -74,5 +75,5 @@ def findings_for(
                 f"a process of your pod (pid {event.pid}) hit {what} at {when}: the fault is "
                 "in the program, the GPU is healthy; check the program's CUDA errors"
             )
-            return [("pod-xid", ns, name, detail, extra)]
+            return [(kinds.POD_XID, ns, name, detail, extra)]
     return []  # no process named, or not a pod's: nobody's pod is told

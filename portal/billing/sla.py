@@ -14,8 +14,9 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from decimal import Decimal
 
-from portal.billing import downtime
-from portal.billing.models import ProductSla, SliceOutage
+from portal.billing.models import ProductSla
+from portal.cluster.models import SliceOutage
+from portal.cluster.outages import downtime_seconds, month_outages
 from tranche import money, priced, pricing
 from tranche import sla as rule
 
@@ -54,7 +55,7 @@ def month_credits(
     stop = min(until, end)
     if not subs or stop <= begin:
         return {}
-    outages = downtime.month_outages(list({s.project_id for s in subs}), begin, stop)
+    outages = month_outages(list({s.project_id for s in subs}), begin, stop)
     slas = schedules({o.product_id for o in outages})
     hours = pricing.hours_in_month(year, month)
     by_key = {(s.project_id, s.product_id): s for s in subs}
@@ -87,7 +88,7 @@ def _credit(outage, orders, sla, *, year: int, month: int, stop: datetime, hours
     if not held:
         return None  # no slice of the plan was billed then (cancelled before the failure)
     plan_end = priced.plan_end(orders, outage.started_at)
-    seconds = downtime.downtime_seconds(
+    seconds = downtime_seconds(
         outage, pricing.month_start(year, month), min(stop, plan_end or stop)
     )
     availability = rule.availability_percent(seconds, hours)
@@ -121,9 +122,9 @@ def _bound(credits: list[Credit], charged: Decimal) -> list[Credit]:
 
 def describe(credit: Credit, product_name: str, project_label: str, currency: str) -> str:
     """The invoice line's words: the outage beside the credit (what staff and tenant see)."""
-    o, event = credit.outage, credit.outage.health_event
+    o = credit.outage
     end = f"{credit.until:%Y-%m-%d %H:%M:%S} UTC" if credit.until else "the month's end"
-    xid = f"XID {event.xid}" if event.xid is not None else "a fatal error"
+    xid = f"XID {o.xid}" if o.xid is not None else "a fatal error"
     return (
         f"SLA credit, {product_name} in {project_label}: pod {o.pod_name}'s GPU failed ({xid}) "
         f"{o.started_at:%Y-%m-%d %H:%M:%S} UTC, down until {end} ({credit.downtime_seconds} s): "

@@ -8,7 +8,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
-from django.db import transaction
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -17,9 +18,8 @@ from nodeagent.health import HealthEvent
 from nodeagent.health_findings import findings_for
 from nodeagent.xid import Severity
 from portal.agents.gpu_health import record_health
-from portal.billing import services
-from portal.billing.models import SliceOutage
-from portal.cluster.models import UsageRecord
+from portal.billing import selectors, services
+from portal.cluster.models import SliceOutage, UsageRecord
 from tests.integration.billing.helpers import place_at
 from tests.integration.billing.test_sla_credits import CLASS, GPU, NODE, _sla
 from tranche import money
@@ -65,6 +65,11 @@ def test_twelve_pods_on_one_claim_earn_one_credit(world) -> None:
     place_at(world.membership(world.owner), a, product, 1, utc(2026, 10, 20))
     claim = _claim(a, product, "c1", 12, utc(2026, 11, 1, 8))
     _fail(utc(2026, 11, 10, 10, 42, 7), [claim])
+    assert SliceOutage.objects.count() == 1  # opened by the ingest, not by a billing read
+    with CaptureQueriesContext(connection) as reads:  # billing's page and preview only read
+        selectors.month_to_date(world.org_a, now=utc(2026, 11, 20))
+        services.preview_lines(world.org_a, 2026, 11)
+    assert [q["sql"] for q in reads if not q["sql"].lstrip().startswith("SELECT")] == []
     invoice, _ = services.generate_invoice(world.org_a, 2026, 11)
     (credit,) = invoice.lines.filter(kind="sla")
     assert credit.amount == Decimal("-85.00")

@@ -1,0 +1,71 @@
+"""A GPU failure opens its slice's outage where it arrives (issue #52, "Outages are
+observations"): the agent's frame carrying a fatal XID's findings, through the ingest service
+on PostgreSQL, leaves one open outage of the claim the pods share, before anything of billing
+runs; a resent frame opens nothing more."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+import pytest
+
+from nodeagent.checkpoint import PreparedClaim, PreparedDevice
+from nodeagent.health import HealthEvent
+from nodeagent.health_findings import findings_for
+from nodeagent.xid import Severity
+from portal.agents import services
+from portal.agents.models import GpuHealthEvent
+from portal.cluster.models import SliceOutage, UsageRecord
+from tranche import health_kinds
+from tranche.agent_protocol import parse_status
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+NODE = "kwok-gpu-0"
+GPU = "GPU-51a1a7ed-0000-4000-8000-000000000000"
+FAILED = datetime(2026, 11, 10, 10, 42, 7, 216_000, tzinfo=UTC)
+
+
+def _frame(seq: int, findings: list[dict]) -> str:
+    return json.dumps({
+        "type": "status", "node": NODE, "seq": seq, "ts": FAILED.timestamp(), "full": True,
+        "dropped": 0, "gpus": [], "pods": [], "removed": [], "findings": findings,
+    })  # fmt: skip
+
+
+def test_a_gpu_failure_opens_one_outage_of_the_shared_claim_at_ingest(world) -> None:
+    project, product = world.project_a, world.products["tranche-v100-16g"]
+    services.issue_node_token(NODE)
+    record = UsageRecord.objects.create(
+        claim_uid="uid-shared", claim_name="shared-gpu", organization=project.organization,
+        project=project, product=product, node=NODE, device="gpu-0",
+        allocated_at=datetime(2026, 11, 1, 8, tzinfo=UTC), opened_by="event",
+    )  # fmt: skip
+    dev = PreparedDevice("gpu", NODE, "gpu-0", GPU, "", 16 << 30, 50, "")
+    claim = PreparedClaim(
+        uid="uid-shared", namespace=project.namespace, name="shared-gpu", devices=(dev,),
+        config_path="", cdi_path="", region_dir="",
+        pods=tuple(f"{project.namespace}/worker-{i}/uid-{i}" for i in range(3)),
+    )  # fmt: skip
+    event = HealthEvent(FAILED.timestamp(), GPU, Severity.FATAL, "GPU has fallen off the bus", 79)
+    findings = [
+        {"kind": k, "ts": event.ts, "namespace": ns, "subject": s, "detail": d, **extra}
+        for k, ns, s, d, extra in findings_for(event, NODE, [claim], lambda pid: None)
+    ]
+    services.record_status(NODE, parse_status(_frame(1, findings), None, NODE))
+
+    failed = GpuHealthEvent.objects.filter(kind=health_kinds.POD_GPU_FAILED)
+    assert failed.count() == 3  # each pod is told
+    (outage,) = SliceOutage.objects.all()  # one slice: one outage
+    assert (outage.usage_record_id, outage.project_id, outage.product_id) == (
+        record.pk,
+        project.pk,
+        product.pk,
+    )
+    assert (outage.started_at, outage.ended_at) == (FAILED, None)
+    assert (outage.node, outage.gpu_uuid, outage.xid) == (NODE, GPU, 79)
+    assert outage.organization_id == project.organization_id
+
+    services.record_status(NODE, parse_status(_frame(2, findings), None, NODE))  # resent
+    assert SliceOutage.objects.count() == 1

@@ -28,14 +28,15 @@ def _what(event: HealthEvent) -> str:
     return f"XID {event.xid} ({event.meaning})" if event.xid is not None else event.meaning
 
 
-def _pods_on(claims: Iterable[PreparedClaim], uuid: str) -> list[tuple[str, str, str]]:
-    """(namespace, pod, pod uid) of every pod whose claim holds a share of GPU `uuid`."""
+def _pods_on(claims: Iterable[PreparedClaim], uuid: str) -> list[tuple[str, str, str, str]]:
+    """(namespace, pod, pod uid, claim uid) of every pod whose claim holds a share of GPU
+    `uuid` (pods sharing one claim name the same claim)."""
     out = []
     for claim in claims:
         if any(d.uuid == uuid for d in claim.devices):
             for pod in claim.pods:
                 ns, name, uid = ([*pod.split("/"), "", ""])[:3]
-                out.append((ns or claim.namespace, name, uid))
+                out.append((ns or claim.namespace, name, uid, claim.uid))
     return out
 
 
@@ -60,16 +61,16 @@ def findings_for(
                 name,
                 f"the GPU your pod ran on failed ({what}, {when}); Kubernetes moves your pod "
                 "to a healthy GPU",
-                extra,
+                {**extra, "claim": claim_uid},
             )
-            for ns, name, _ in pods
+            for ns, name, _, claim_uid in pods
         ]
         return out
     if event.severity is Severity.UNKNOWN:
         detail = f"{node}: {what} at {when}; not drained"
         return [(kinds.GPU_XID_UNKNOWN, "-", event.uuid, detail, extra)]
     uid = pod_of_pid(event.pid) if event.pid else None
-    for ns, name, pod_uid in _pods_on(claims, event.uuid):
+    for ns, name, pod_uid, _ in _pods_on(claims, event.uuid):
         if uid and pod_uid == uid:
             detail = (
                 f"a process of your pod (pid {event.pid}) hit {what} at {when}: the fault is "

@@ -165,6 +165,8 @@ class Finding(TypedDict):
     # GPU health findings only: the GPU concerned and the XID, when one caused it
     gpu: NotRequired[Annotated[str, Text(64)]]
     xid: NotRequired[Annotated[int, Whole(INT16_MAX)]]
+    # a pod whose GPU failed: the uid of its claim on that GPU (the slice whose outage it opens)
+    claim: NotRequired[Annotated[str, Text(64)]]
 
 
 class StatusFrame(TypedDict):

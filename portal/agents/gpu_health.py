@@ -67,8 +67,16 @@ def record_health(node_name: str, findings: list[Finding]) -> list[tuple[int, Gp
     ]
     GpuHealthEvent.objects.bulk_create(rows)
     outages.open_outages(
-        outages.GpuFailure(r.project_id, r.pod_name, node_name, r.gpu_uuid, r.xid, r.occurred_at)
-        for r in rows
+        outages.GpuFailure(
+            r.project_id,
+            r.pod_name,
+            node_name,
+            r.gpu_uuid,
+            r.xid,
+            r.occurred_at,
+            f.get("claim", ""),
+        )
+        for r, f in zip(rows, health, strict=True)
         if r.kind == kinds.POD_GPU_FAILED and r.project_id is not None
     )
     gpu_service.settle({row.gpu_uuid for row in rows if row.kind == kinds.GPU_RECOVERED})

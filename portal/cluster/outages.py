@@ -3,11 +3,11 @@ place (docs/billing.md, "SLA credits"): an observation of the cluster, written h
 
 - Opened where the failure arrives (`open_outages`, called by the agents' ingest in its
   transaction): a fatal XID's `pod-gpu-failed` finding names each pod whose claim was allocated
-  on the failed GPU, at the instant the agent tainted the device. The slice is the pod's claim
-  in the metering ledger (the record open then on that node, named after the pod, or the
-  project's only one there): one outage per claim however many pods share it, and a later
-  fatal finding of a slice already down opens nothing more. A pod holding no metered claim is
-  no billed slice and opens nothing.
+  on the failed GPU and that claim's uid, at the instant the agent tainted the device. The
+  slice is that claim in the metering ledger (the record open then on that node; from an agent
+  that sends no claim, the one named after the pod, or the project's only one there): one
+  outage per claim however many pods share it, and a later fatal finding of a slice already
+  down opens nothing more. A pod holding no metered claim is no billed slice and opens nothing.
 - Closed by the cluster (`observe_running`, through the controller's write seam from the
   watcher's pod events and relists): a pod of the same project and product created after the
   taint, Running at the time its containers started (the cluster's time), ends the oldest open
@@ -41,13 +41,17 @@ class GpuFailure:
     gpu_uuid: str
     xid: int | None
     at: datetime  # the agent's time of the taint
+    claim_uid: str = ""  # the pod's claim on the GPU, as the agent knows it (older agents: none)
 
 
 def _claim_of(failure: GpuFailure) -> UsageRecord | None:
-    """The ledger record of the pod's claim on the failed GPU's node at the failure."""
+    """The ledger record of the pod's claim on the failed GPU's node at the failure: the claim
+    the agent named, else the one named after the pod, else the project's only one there."""
     records = UsageRecord.objects.filter(
         project_id=failure.project_id, node=failure.node, allocated_at__lte=failure.at
     ).filter(Q(released_at__isnull=True) | Q(released_at__gte=failure.at))
+    if failure.claim_uid:
+        return records.filter(claim_uid=failure.claim_uid).first()
     named = records.filter(claim_name__startswith=f"{failure.pod_name}-").first()
     return named or (records.first() if records.count() == 1 else None)
 

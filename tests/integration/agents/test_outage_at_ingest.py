@@ -34,25 +34,37 @@ def _frame(seq: int, findings: list[dict]) -> str:
     })  # fmt: skip
 
 
-def test_a_gpu_failure_opens_one_outage_of_the_shared_claim_at_ingest(world) -> None:
-    project, product = world.project_a, world.products["tranche-v100-16g"]
-    services.issue_node_token(NODE)
+def _shared_claim(project, product, uid: str, pods: int) -> tuple[UsageRecord, PreparedClaim]:
+    """A ResourceClaim `uid` (named after no pod) shared by `pods` pods: in the ledger and in
+    the agent's state."""
     record = UsageRecord.objects.create(
-        claim_uid="uid-shared", claim_name="shared-gpu", organization=project.organization,
+        claim_uid=uid, claim_name=f"shared-{uid}", organization=project.organization,
         project=project, product=product, node=NODE, device="gpu-0",
         allocated_at=datetime(2026, 11, 1, 8, tzinfo=UTC), opened_by="event",
     )  # fmt: skip
     dev = PreparedDevice("gpu", NODE, "gpu-0", GPU, "", 16 << 30, 50, "")
     claim = PreparedClaim(
-        uid="uid-shared", namespace=project.namespace, name="shared-gpu", devices=(dev,),
+        uid=uid, namespace=project.namespace, name=f"shared-{uid}", devices=(dev,),
         config_path="", cdi_path="", region_dir="",
-        pods=tuple(f"{project.namespace}/worker-{i}/uid-{i}" for i in range(3)),
+        pods=tuple(f"{project.namespace}/worker-{uid}-{i}/pod-{uid}-{i}" for i in range(pods)),
     )  # fmt: skip
+    return record, claim
+
+
+def _findings(claims: list[PreparedClaim]) -> list[dict]:
+    """The agent's findings of a fatal XID 79 on the GPU at FAILED."""
     event = HealthEvent(FAILED.timestamp(), GPU, Severity.FATAL, "GPU has fallen off the bus", 79)
-    findings = [
+    return [
         {"kind": k, "ts": event.ts, "namespace": ns, "subject": s, "detail": d, **extra}
-        for k, ns, s, d, extra in findings_for(event, NODE, [claim], lambda pid: None)
+        for k, ns, s, d, extra in findings_for(event, NODE, claims, lambda pid: None)
     ]
+
+
+def test_a_gpu_failure_opens_one_outage_of_the_shared_claim_at_ingest(world) -> None:
+    project, product = world.project_a, world.products["tranche-v100-16g"]
+    services.issue_node_token(NODE)
+    record, claim = _shared_claim(project, product, "uid-shared", 3)
+    findings = _findings([claim])
     services.record_status(NODE, parse_status(_frame(1, findings), None, NODE))
 
     failed = GpuHealthEvent.objects.filter(kind=health_kinds.POD_GPU_FAILED)
@@ -69,3 +81,17 @@ def test_a_gpu_failure_opens_one_outage_of_the_shared_claim_at_ingest(world) -> 
 
     services.record_status(NODE, parse_status(_frame(2, findings), None, NODE))  # resent
     assert SliceOutage.objects.count() == 1
+
+
+def test_two_shared_claims_on_one_gpu_open_one_outage_each(world) -> None:
+    """Two claims of one project on the failed GPU, each shared by two pods and named after
+    none: the agent names each pod's claim, so each slice gets its outage (by the pod's name
+    alone the ledger could not tell them apart, and opened none)."""
+    project, product = world.project_a, world.products["tranche-v100-16g"]
+    services.issue_node_token(NODE)
+    (one, a), (two, b) = (_shared_claim(project, product, uid, 2) for uid in ("c-1", "c-2"))
+    services.record_status(NODE, parse_status(_frame(1, _findings([a, b])), None, NODE))
+    assert sorted(SliceOutage.objects.values_list("usage_record_id", flat=True)) == [
+        one.pk,
+        two.pk,
+    ]

@@ -19,6 +19,7 @@ from nodeagent.health_findings import findings_for
 from nodeagent.xid import Severity
 from portal.agents.gpu_health import record_health
 from portal.billing import selectors, services
+from portal.cluster import outages
 from portal.cluster.models import SliceOutage, UsageRecord
 from tests.integration.billing.helpers import place_at
 from tests.integration.billing.test_sla_credits import CLASS, GPU, NODE, _sla
@@ -116,11 +117,16 @@ def test_a_plan_cancelled_after_the_failure_ends_the_outage_and_bounds_the_credi
     assert invoice.net_total == Decimal("2.13")
 
 
+first_buy = st.tuples(
+    st.integers(min_value=0, max_value=HOURS * 60 - 1),  # minute of November
+    st.integers(min_value=1, max_value=3),  # slices
+    st.integers(min_value=1, max_value=3),  # pods on each slice's claim
+)
 events = st.lists(
     st.tuples(
-        st.integers(min_value=0, max_value=HOURS * 60 - 1),  # minute of November
-        st.sampled_from(["buy", "cancel", "fail", "replace"]),
-        st.integers(min_value=1, max_value=3),  # quantity bought / pods on the claim
+        st.integers(min_value=0, max_value=HOURS * 60 - 1),  # minutes after the first buy
+        st.sampled_from(["buy", "cancel", "fail", "fail", "replace"]),
+        st.integers(min_value=1, max_value=3),  # quantity bought / pods on a new claim
     ),
     min_size=1,
     max_size=8,
@@ -128,23 +134,29 @@ events = st.lists(
 
 
 @settings(
-    max_examples=25,
+    max_examples=40,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-@given(events)
-def test_credits_never_exceed_charges_whatever_the_history(world, history) -> None:
+@given(first_buy, events)
+def test_credits_never_exceed_charges_whatever_the_history(world, first, history) -> None:
     """Random November histories of one project: buys, cancels, GPU failures of claims shared
-    by 1-3 pods, some replaced (a new claim allocated), most not. Whatever happens: at most one
-    credit per failed claim, each credit at most its subscription's charge, the invoice's
-    credits at most its charges and its net never negative."""
+    by 1-3 pods, some replaced (a new claim, its pod Running), others not. Whatever happens: at
+    most one credit per failed claim, the invoice's credits at most its charges, its net never
+    negative."""
     product = world.products[CLASS]
     a, m = world.project_a, world.membership(world.owner)
     with transaction.atomic():
         _sla(product)
-        held, claims, failed = 0, [], set()
-        for n, (minute, what, count) in enumerate(sorted(history)):
-            at = NOVEMBER + timedelta(minutes=minute, seconds=n)
+        minute, held, pods = first
+        begin = NOVEMBER + timedelta(minutes=minute)
+        place_at(m, a, product, held, begin)
+        claims = [_claim(a, product, f"first{i}", pods, begin) for i in range(held)]
+        failed: set[str] = set()
+        for n, (later, what, count) in enumerate(sorted(history)):
+            at = begin + timedelta(minutes=later, seconds=n + 1)
+            if at >= NOVEMBER + timedelta(hours=HOURS):
+                break
             if what == "buy" and count != held:
                 place_at(m, a, product, count, at)
                 held = count
@@ -155,8 +167,10 @@ def test_credits_never_exceed_charges_whatever_the_history(world, history) -> No
                 _fail(at, claims)
                 failed.update(c.uid for c in claims)
                 claims = []
-            elif what in {"buy", "replace"} and held and len(claims) < held:
+            elif what == "replace" and held and len(claims) < held:
                 claims.append(_claim(a, product, f"c{n}", count, at))
+                running = at + timedelta(minutes=count * 97)
+                outages.observe_running(a.namespace, f"new-{n}", [CLASS], at, running)
         lines = services.preview_lines(world.org_a, 2026, 11)
         credits = [line.amount for line in lines if line.kind == "sla"]
         charges = money.total(line.amount for line in lines if line.kind != "sla")
@@ -164,6 +178,6 @@ def test_credits_never_exceed_charges_whatever_the_history(world, history) -> No
         assert all(c < 0 for c in credits)
         assert -money.total(credits) <= max(charges, Decimal(0))
         assert charges + money.total(credits) >= 0
-        outages = SliceOutage.objects.values_list("usage_record__claim_uid", flat=True)
-        assert len(outages) == len(set(outages)) <= len(failed)
+        opened = SliceOutage.objects.values_list("usage_record__claim_uid", flat=True)
+        assert len(opened) == len(set(opened)) <= len(failed)
         transaction.set_rollback(True)

@@ -50,8 +50,8 @@ def _claim_of(failure: GpuFailure) -> UsageRecord | None:
     records = UsageRecord.objects.filter(
         project_id=failure.project_id, node=failure.node, allocated_at__lte=failure.at
     ).filter(Q(released_at__isnull=True) | Q(released_at__gte=failure.at))
-    if failure.claim_uid:
-        return records.filter(claim_uid=failure.claim_uid).first()
+    if failure.claim_uid and (sent := records.filter(claim_uid=failure.claim_uid).first()):
+        return sent
     named = records.filter(claim_name__startswith=f"{failure.pod_name}-").first()
     return named or (records.first() if records.count() == 1 else None)
 

@@ -1,7 +1,7 @@
-"""Feed the billing ledger's outages from the cluster: a pod's Running time ends the outage of
-the slice it replaces. Called by the watcher for each pod event and relisted pod; read by
-`controller.observe`, written through `controller.store`; never raises (the next event or
-relist repairs it)."""
+"""Close the slices' outages (`portal.cluster.outages`) from the cluster: a pod's Running time
+ends the outage of the slice it replaces. Called by the watcher for each pod event and relisted
+pod; read by `controller.observe`, written through `controller.store`; never raises (the next
+event or relist repairs it)."""
 
 from __future__ import annotations
 

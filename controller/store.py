@@ -3,7 +3,8 @@
 Every write the controller makes to the database goes through here, each one the portal's own
 entry point for it: a reconcile step's outcome (`portal.orders.lifecycle.store_outcome`, one
 transaction), what the cluster says about a namespace (`portal.cluster.services.
-record_namespace`), a claim's lifetime (`portal.cluster.ledger`), the watcher's heartbeat. Its
+record_namespace`), a claim's lifetime (`portal.cluster.ledger`), the end of a slice's outage
+(`portal.cluster.outages`), the watcher's heartbeat. Its
 twin `controller.desired` is the one reader; no other controller module imports `portal`.
 Every function is idempotent: storing the same facts again changes nothing.
 """
@@ -18,8 +19,7 @@ from typing import Any
 
 from django.db import connection
 
-from portal.billing import downtime as billing_downtime
-from portal.cluster import ledger
+from portal.cluster import ledger, outages
 from portal.cluster.services import record_namespace as _record_namespace
 from portal.core import heartbeats
 from portal.orders import lifecycle
@@ -83,7 +83,7 @@ def record_namespace(view: NamespaceView) -> bool:
 
 def record_pod_running(fact: PodRunning) -> None:
     """End the outage of the slice a running replacement pod serves again (idempotent)."""
-    billing_downtime.observe_running(
+    outages.observe_running(
         fact.namespace, fact.pod, list(fact.classes), fact.created, fact.running_at
     )
 

@@ -26,6 +26,8 @@ from typing import (
     get_type_hints,
 )
 
+from tranche import health_kinds
+
 MAX_MESSAGE_BYTES = 256 * 1024
 MAX_ITEMS = 512
 INT64_MAX = 2**63 - 1  # PositiveBigIntegerField (PostgreSQL bigint)
@@ -151,11 +153,7 @@ FINDING_KINDS = (
     "prepare-failed",
     # GPU health (nodeagent/health.py): subject is the GPU's UUID for the GPU's own findings,
     # the pod for the pods a failure touched and for the one pod an application XID names.
-    "gpu-failed",  # a fatal XID / ECC error / GPU lost: the device is tainted NoExecute
-    "gpu-recovered",  # answers again after a reset, or marked in service
-    "gpu-xid-unknown",  # an XID the catalogue does not know: reported, nothing drained
-    "pod-gpu-failed",  # a pod whose GPU failed (Kubernetes evicts it)
-    "pod-xid",  # an application XID of one of the pod's processes
+    *health_kinds.HEALTH_KINDS,
 )
 
 
@@ -172,6 +170,8 @@ class Finding(TypedDict):
     # GPU health findings only: the GPU concerned and the XID, when one caused it
     gpu: NotRequired[Annotated[str, Text(64)]]
     xid: NotRequired[Annotated[int, Whole(INT16_MAX)]]
+    # a pod whose GPU failed: the uid of its claim on that GPU (the slice whose outage it opens)
+    claim: NotRequired[Annotated[str, Text(64)]]
 
 
 class StatusFrame(TypedDict):

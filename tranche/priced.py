@@ -150,6 +150,27 @@ def _line_order(item) -> tuple:
     return (index, start, kind != "month", str(unit))
 
 
+def slice_charges_at(orders: Sequence[Order], year: int, month: int, at: datetime) -> list[Decimal]:
+    """What each slice held at `at` is charged in the month, exact (unit price x the hours its
+    lines bill / hours in the month, before rounding): the bound of its SLA credit."""
+    total_hours = hours_in_month(year, month)
+    slices, inside = _slices(orders, year, month)
+    charges = []
+    for s in slices:
+        added = inside[s.added_by].at if s.added_by >= 0 else None
+        removed = inside[s.removed_by].at if s.end is not None else None
+        if (added is not None and added > at) or (removed is not None and removed <= at):
+            continue
+        hours = max(0, (total_hours if s.end is None else s.end + 1) - s.start)
+        charges.append(s.unit * hours / total_hours)
+    return charges
+
+
+def plan_end(orders: Sequence[Order], after: datetime) -> datetime | None:
+    """When the subscription's quantity next fell to 0 at or after `after` (None: it did not)."""
+    return next((o.at for o in orders if o.at >= after and o.quantity == 0), None)
+
+
 def order_lines(orders: Sequence[Order], new: Order) -> list[Line]:
     """The lines placing `new` after `orders` (in time order, all before it) adds to its month's
     invoice. Earlier orders' lines never change when a later order comes, so these are exactly
@@ -186,6 +207,12 @@ def _open_at(spans: Sequence[tuple[datetime, datetime]], at: datetime) -> int:
     return sum(1 for a, b in spans if a <= at < b)
 
 
+def _peak_between(spans: Sequence[tuple[datetime, datetime]], lo: datetime, hi: datetime) -> int:
+    """The most spans open at once in [lo, hi)."""
+    points = {lo} | {a for a, _ in spans if lo <= a < hi}
+    return max(_open_at(spans, t) for t in points)
+
+
 def overage_slice_hours(
     orders: Sequence[Order],
     intervals: Sequence[tuple[datetime, datetime | None]],
@@ -196,8 +223,10 @@ def overage_slice_hours(
     until: datetime,
 ) -> int:
     """Slice-hours held beyond the entitlement after a decrease's grace period ended: for each
-    hour that starts at or after the latest decrease before it plus the grace, the most claims
-    held in it less the quantity billed for it (docs/billing.md, "After a cancel")."""
+    hour that ends after the latest decrease before it plus the grace, the most claims held in
+    it from the grace's end on, less the quantity billed for it (docs/billing.md, "After a
+    cancel"). The hour the grace ends in is a started hour of billing like any other: a cancel
+    at 17:08:58 with a 1 h grace bills the 18:00 hour if a claim is held at 18:08:58 or later."""
     lines = month_lines(orders, year, month)
     billed = [0] * hours_in_month(year, month)
     for line in lines:
@@ -208,12 +237,18 @@ def overage_slice_hours(
         if order.quantity < held:
             decreases.append(order.at)
         held = order.quantity
-    begin = month_start(year, month)
+    begin, stop = month_start(year, month), min(month_end(year, month), until)
+    spans = [(max(a, begin), min(b or stop, stop)) for a, b in intervals]
+    spans = [(a, b) for a, b in spans if a < b]
+    grace = grace_seconds * HOUR / 3600
     extra = 0
-    for h, peak in hourly_peaks(intervals, year, month, until).items():
+    for h, hour_peak in hourly_peaks(intervals, year, month, until).items():
         start = begin + h * HOUR
         before = [at for at in decreases if at < start + HOUR]
-        if before and start < before[-1] + grace_seconds * HOUR / 3600:
-            continue  # inside the grace period of the latest decrease
+        grace_end = before[-1] + grace if before else start
+        if grace_end >= start + HOUR:
+            continue  # the whole hour lies inside the grace period of the latest decrease
+        # the grace ends inside this hour: it is billed if a claim is held from then on
+        peak = _peak_between(spans, grace_end, start + HOUR) if grace_end > start else hour_peak
         extra += max(0, peak - billed[h])
     return extra

@@ -39,6 +39,17 @@ def credit_percent(availability: Decimal, tiers: Sequence[Tier]) -> Decimal:
     return min(below, key=lambda t: t.below_percent).credit_percent if below else Decimal(0)
 
 
+def bounded(amounts: Sequence[Decimal], limit: Decimal) -> list[Decimal]:
+    """Credits (negative amounts, in order) cut so that together they never exceed `limit` (a
+    charge, >= 0): each keeps what is left of the limit after those before it."""
+    left, out = max(limit, Decimal(0)), []
+    for amount in amounts:
+        take = min(-amount, left)
+        out.append(-take)
+        left -= take
+    return out
+
+
 def schedule_errors(target: Decimal, tiers: Sequence[Tier]) -> list[str]:
     """What is wrong with an SLA setting, in words staff can act on (empty: valid)."""
     errors = []

@@ -1,11 +1,11 @@
 """GPU health in the portal: the agents' health findings kept as rows, and what reads them.
 
 `record_health(node, findings)` (called inside the ingest's transaction) stores each health
-finding (`tranche.agent_protocol.FINDING_KINDS`, the gpu-/pod- ones) as a `GpuHealthEvent`,
-the pod ones linked to the project owning the namespace, and answers the live events for
-those projects' pages. Reads: `project_events` (a tenant's live page: only its own project's
-rows), `unhealthy_gpus` (the support console: each GPU whose latest failure has no recovery
-after it).
+finding (`tranche.health_kinds`) as a `GpuHealthEvent`, the pod ones linked to the project
+owning the namespace, opens the outage of each slice whose GPU failed (`cluster.outages`), and
+answers the live events for those projects' pages. Reads: `project_events` (a tenant's live
+page: only its own project's rows), `unhealthy_gpus` (the support console: each GPU whose
+latest failure has no recovery after it).
 """
 
 from __future__ import annotations
@@ -18,11 +18,13 @@ from django.utils import timezone
 
 from portal.agents import gpu_service
 from portal.agents.events import GpuHealthLiveEvent
-from portal.agents.models import HEALTH_KINDS, GpuHealthEvent, NodeToken
+from portal.agents.models import GpuHealthEvent, NodeToken
+from portal.cluster import outages
 from portal.tenants.models import Project
+from tranche import health_kinds as kinds
 from tranche.agent_protocol import Finding
+from tranche.health_kinds import HEALTH_KINDS, TENANT_KINDS
 
-TENANT_KINDS = ("pod-gpu-failed", "pod-xid")
 SHOWN_FOR = timedelta(days=7)  # how far back the live page lists its pods' GPU incidents
 
 
@@ -64,7 +66,20 @@ def record_health(node_name: str, findings: list[Finding]) -> list[tuple[int, Gp
         for f in health
     ]
     GpuHealthEvent.objects.bulk_create(rows)
-    gpu_service.settle({row.gpu_uuid for row in rows if row.kind == "gpu-recovered"})
+    outages.open_outages(
+        outages.GpuFailure(
+            r.project_id,
+            r.pod_name,
+            node_name,
+            r.gpu_uuid,
+            r.xid,
+            r.occurred_at,
+            f.get("claim", ""),
+        )
+        for r, f in zip(rows, health, strict=True)
+        if r.kind == kinds.POD_GPU_FAILED and r.project_id is not None
+    )
+    gpu_service.settle({row.gpu_uuid for row in rows if row.kind == kinds.GPU_RECOVERED})
     return [
         (row.project_id, GpuHealthLiveEvent(type="gpu.health", text=_live_text(row)))
         for row in rows
@@ -94,11 +109,13 @@ def unhealthy_gpus() -> list[UnhealthyGpu]:
     """GPUs whose latest failure no recovery followed, oldest failure first."""
     latest: dict[str, GpuHealthEvent] = {}
     pods: dict[str, list[str]] = {}
-    rows = GpuHealthEvent.objects.filter(kind__in=("gpu-failed", "gpu-recovered", "pod-gpu-failed"))
+    rows = GpuHealthEvent.objects.filter(
+        kind__in=(kinds.GPU_FAILED, kinds.GPU_RECOVERED, kinds.POD_GPU_FAILED)
+    )
     for row in rows.order_by("occurred_at", "pk"):
-        if row.kind == "pod-gpu-failed":
+        if row.kind == kinds.POD_GPU_FAILED:
             pods.setdefault(row.gpu_uuid, []).append(f"{row.namespace}/{row.pod_name}")
-        elif row.kind == "gpu-recovered":
+        elif row.kind == kinds.GPU_RECOVERED:
             latest.pop(row.gpu_uuid, None)
             pods.pop(row.gpu_uuid, None)
         elif row.gpu_uuid not in latest:  # the first failure names it; later ones do not move it

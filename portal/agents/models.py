@@ -7,6 +7,7 @@ from django.conf import settings
 from django.db import models
 
 from tranche.agent_protocol import PodReport, fields_of
+from tranche.health_kinds import HEALTH_KINDS
 
 # Column sizes are the message schema's bounds: what validates always fits.
 _POD = fields_of(PodReport)
@@ -104,9 +105,6 @@ class PodMinute(models.Model):
 
     def __str__(self) -> str:
         return f"{self.namespace}/{self.pod_name} at {self.minute:%H:%M}"
-
-
-HEALTH_KINDS = ("gpu-failed", "gpu-recovered", "gpu-xid-unknown", "pod-gpu-failed", "pod-xid")
 
 
 class GpuHealthEvent(models.Model):

@@ -10,7 +10,7 @@ never re-prices them.
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from decimal import Decimal
 
@@ -183,7 +183,6 @@ def month_bills(
     invoice, the instant of a quote or a page). The invoice, the quotes' tax and the billing
     page all read this one function, so every price shown is computed over the lines charged."""
     usage = usage_intervals(list({sub.project_id for sub in subs}), year, month)
-    credits = sla.month_credits(subs, year, month, until)
     bills = []
     for sub in subs:
         extra = priced.overage_slice_hours(
@@ -200,10 +199,14 @@ def month_bills(
                 lines=tuple(sub.lines(year, month)),
                 overage_hours=extra,
                 overage=overage_amount(sub, extra, year, month) if extra else money.ZERO,
-                credits=tuple(credits.get((sub.project_id, sub.product_id), ())),
             )
         )
-    return bills
+    charged = {(b.sub.project_id, b.sub.product_id): b.net for b in bills}
+    credits = sla.month_credits(subs, year, month, until, charged)
+    return [
+        replace(b, credits=tuple(credits.get((b.sub.project_id, b.sub.product_id), ())))
+        for b in bills
+    ]
 
 
 def month_net(organization_id: int, year: int, month: int, until: datetime) -> Decimal:

@@ -184,4 +184,4 @@ class CreditNote(models.Model):
         return f"{self.series}-{self.number_year}-{self.number:06d}"
 
 
-from portal.billing.sla_models import ProductSla, SlaCreditTier, SliceOutage  # noqa: E402,F401
+from portal.billing.sla_models import ProductSla, SlaCreditTier  # noqa: E402,F401

@@ -11,8 +11,9 @@ from django.contrib import admin
 from django.db import transaction
 
 from portal.audit.services import record_audit
-from portal.billing.models import InvoiceLine, ProductSla, SlaCreditTier, SliceOutage
+from portal.billing.models import InvoiceLine, ProductSla, SlaCreditTier
 from portal.billing.sla_lines import KIND
+from portal.cluster.models import SliceOutage
 from portal.core.admin import GuardedAdmin, ReadOnlyAdmin
 from tranche import sla as rule
 
@@ -87,7 +88,7 @@ class ProductSlaAdmin(GuardedAdmin):
 
 @admin.register(SliceOutage)
 class SliceOutageAdmin(ReadOnlyAdmin):
-    """Each slice's outage (the health event that began it) beside the credit it was given."""
+    """Each slice's outage (the GPU failure that began it) beside the credit it was given."""
 
     list_display = (
         "pod_name",
@@ -102,16 +103,16 @@ class SliceOutageAdmin(ReadOnlyAdmin):
         "credited",
     )
     list_filter = ("product",)
-    search_fields = ("pod_name", "organization__name", "health_event__gpu_uuid")
+    search_fields = ("pod_name", "organization__name", "gpu_uuid")
     date_hierarchy = "started_at"
 
     @admin.display(description="GPU")
     def gpu(self, obj: SliceOutage) -> str:
-        return f"{obj.health_event.gpu_uuid} on {obj.health_event.node_name}"
+        return f"{obj.gpu_uuid} on {obj.node}"
 
     @admin.display(description="XID")
     def xid(self, obj: SliceOutage) -> str:
-        return str(obj.health_event.xid or "")
+        return str(obj.xid or "")
 
     @admin.display(description="SLA credit")
     def credited(self, obj: SliceOutage) -> str:

@@ -30,7 +30,7 @@ def credit_row(sub, credit: Credit, year: int, month: int) -> InvoiceLine:
         quantity=1,
         unit_monthly_price=sub.unit_monthly_price,
         period_start=max(outage.started_at, begin),
-        period_end=min(outage.ended_at or end, end),
+        period_end=min(credit.until or end, end),
         hours=pricing.hours_in_month(year, month),
         amount=credit.amount,
     )

@@ -1,7 +1,6 @@
-"""SLA records of billing: each product's SLA setting (target and credit schedule, edited by
-billing staff in the admin) and each slice's outage (the downtime the month run credits).
-Imported by `billing.models` so Django finds them; written only by `billing.sla_admin` (the
-settings, audited) and `billing.downtime` (the outages)."""
+"""SLA settings of billing: each product's SLA (target and credit schedule, edited by billing
+staff in the admin). Imported by `billing.models` so Django finds them; written only by
+`billing.sla_admin` (audited). The outages they credit are the cluster's (`cluster.outages`)."""
 
 from __future__ import annotations
 
@@ -10,9 +9,7 @@ from decimal import Decimal
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
-from portal.agents.models import GpuHealthEvent
 from portal.catalog.models import Product
-from portal.tenants.models import Organization, Project
 
 PERCENT = [MinValueValidator(Decimal("0.001")), MaxValueValidator(Decimal("100"))]
 
@@ -49,30 +46,3 @@ class SlaCreditTier(models.Model):
 
     def __str__(self) -> str:
         return f"below {self.below_percent} % -> {self.credit_percent} %"
-
-
-class SliceOutage(models.Model):
-    """One slice's downtime: from its GPU's taint (the fatal XID's health event naming its pod)
-    until the replacement pod runs (`ended_at`; null: not yet, the period's end counts)."""
-
-    health_event = models.OneToOneField(GpuHealthEvent, on_delete=models.PROTECT, related_name="+")
-    organization = models.ForeignKey(Organization, on_delete=models.PROTECT, related_name="+")
-    project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="+")
-    product = models.ForeignKey(Product, on_delete=models.PROTECT, related_name="+")
-    pod_name = models.CharField(max_length=253)
-    started_at = models.DateTimeField(db_index=True)
-    ended_at = models.DateTimeField(null=True, blank=True)
-    replacement_pod = models.CharField(max_length=253, blank=True)
-
-    class Meta:
-        ordering = ["-started_at", "-pk"]
-        constraints = [
-            models.CheckConstraint(
-                condition=models.Q(ended_at__isnull=True)
-                | models.Q(ended_at__gte=models.F("started_at")),
-                name="outage_ends_after_start",
-            )
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.pod_name} down from {self.started_at:%Y-%m-%d %H:%M:%S}"

@@ -1,4 +1,5 @@
-"""What the cluster said, stored: written only by `cluster.services` and `cluster.ledger`.
+"""What the cluster said, stored: written only by `cluster.services`, `cluster.ledger` and
+`cluster.outages`.
 
 - `PodState`: each pod (and each workload that could not create one) of a project, classified
   into the tenant's words; bounded: a row exists only while its pod (or the refusal event)
@@ -8,6 +9,7 @@
   watcher has seen the namespace's quota (the quota page's "Used" and headroom).
 - `UsageRecord` / `MeteringCheckpoint`: the claim ledger billing reads (lifetimes of claims on
   Tranche devices) and how far it followed the claims' history.
+- `SliceOutage`: each slice's downtime after its GPU failed (`cluster.outages` writes it).
 """
 
 from __future__ import annotations
@@ -135,3 +137,43 @@ class MeteringCheckpoint(models.Model):
 
     def __str__(self) -> str:
         return f"{self.stream} at {self.resource_version}"
+
+
+class SliceOutage(models.Model):
+    """One slice's downtime, an observation like the ledger's: from its GPU's taint (the agent's
+    fatal finding naming a pod on it) until a replacement pod runs (`ended_at`; null: not yet).
+    The slice is the allocated claim (`usage_record`): pods sharing one claim share one outage.
+    Opened by the agents' ingest, closed through the controller's write seam
+    (`cluster.outages`); billing reads them for SLA credits."""
+
+    usage_record = models.ForeignKey(
+        UsageRecord, on_delete=models.PROTECT, related_name="+", null=True, blank=True
+    )
+    organization = models.ForeignKey(Organization, on_delete=models.PROTECT, related_name="+")
+    project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="+")
+    product = models.ForeignKey(Product, on_delete=models.PROTECT, related_name="+")
+    pod_name = models.CharField(max_length=253, help_text="the pod the failure was reported for")
+    node = models.CharField(max_length=253)
+    gpu_uuid = models.CharField(max_length=64)
+    xid = models.PositiveSmallIntegerField(null=True, blank=True)
+    started_at = models.DateTimeField(db_index=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    replacement_pod = models.CharField(max_length=253, blank=True)
+
+    class Meta:
+        ordering = ["-started_at", "-pk"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(ended_at__isnull=True)
+                | models.Q(ended_at__gte=models.F("started_at")),
+                name="slice_outage_ends_after_start",
+            ),
+            models.UniqueConstraint(
+                fields=["usage_record"],
+                condition=models.Q(ended_at__isnull=True),
+                name="one_open_slice_outage_per_claim",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.pod_name} down from {self.started_at:%Y-%m-%d %H:%M:%S}"

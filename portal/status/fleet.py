@@ -19,6 +19,7 @@ from portal.orders.backlog import WAITING, check_backlog
 from portal.orders.models import Order
 from portal.status import idle
 from portal.tenants.models import Project
+from tranche import health_kinds as kinds
 
 
 def agent_late() -> timedelta:
@@ -159,8 +160,8 @@ FINDING_WORDS = {
     "backstop-throttled": "Backstop on {node} throttled {where}: {detail}",
     "nvml-disagrees": "NVML and the core disagree on {node} for {where}: {detail}",
     "prepare-failed": "Claim {where} failed to prepare on {node}: {detail}",
-    "gpu-failed": "GPU {where} failed: {detail}",
-    "gpu-xid-unknown": "GPU {where} raised an XID the agent does not know: {detail}",
+    kinds.GPU_FAILED: "GPU {where} failed: {detail}",
+    kinds.GPU_XID_UNKNOWN: "GPU {where} raised an XID the agent does not know: {detail}",
 }
 
 

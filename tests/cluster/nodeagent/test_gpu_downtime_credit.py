@@ -20,9 +20,10 @@ from kubernetes import client
 from controller.watch import Watcher
 from portal.agents import services as agent_services
 from portal.billing import services
-from portal.billing.models import ProductSla, SlaCreditTier, SliceOutage
+from portal.billing.models import ProductSla, SlaCreditTier
 from portal.catalog.models import GpuModel, Product
 from portal.catalog.seed import ensure_catalogue
+from portal.cluster.models import SliceOutage
 from portal.tenants.models import Membership
 from tests.cluster.nodeagent.conftest import create_template
 from tests.cluster.nodeagent.test_gpu_health import _deployment, _fault, _running_pod, _taints

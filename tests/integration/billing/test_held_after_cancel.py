@@ -108,3 +108,23 @@ def test_a_quote_after_overage_adds_the_tax_the_invoice_adds(world, settings) ->
     # the billing page at the month's last minute projects the invoice's net and so its tax
     page = selectors.month_to_date(world.org_a, now=utc(2026, 11, 30, 23, 59))
     assert money.total(line.projected for line in page) == invoice.net_total
+
+
+def test_the_hour_a_cancels_grace_ends_in_is_billed_on_the_page_and_the_invoice(
+    world, settings
+) -> None:
+    """Cancelled at 17:08:58 with the pod kept: the cancel page says billing starts 60 minutes
+    after the change, so the 18:00 hour (a claim held at 18:08:58 and on) is a started hour of
+    overage; the billing page at 18:09 shows it and the invoice bills it (before: neither)."""
+    settings.CONTROLLER_CANCEL_GRACE_SECONDS = 3600
+    cancel = cancelled_but_held(
+        world, world.products[V16], utc(2026, 11, 5), utc(2026, 11, 10, 17, 8, 58),
+        utc(2026, 11, 10, 18, 30),
+    )  # fmt: skip
+    hour = (cancel.unit_monthly_price / 720).quantize(CENT, rounding=ROUND_HALF_UP)
+    (line,) = selectors.month_to_date(world.org_a, now=utc(2026, 11, 10, 18, 9))
+    invoice, _ = services.generate_invoice(world.org_a, 2026, 11)
+    overage = invoice.lines.get(kind="overage")
+    assert (overage.hours, overage.amount) == (1, hour)
+    assert line.projected == invoice.net_total
+    assert line.cost_so_far == invoice.net_total

@@ -27,8 +27,8 @@ from portal.agents.gpu_health import record_health
 from portal.audit.models import AuditLog
 from portal.billing import services
 from portal.billing.focus import focus_csv
-from portal.billing.models import ProductSla, SlaCreditTier, SliceOutage
-from portal.cluster.models import UsageRecord
+from portal.billing.models import ProductSla, SlaCreditTier
+from portal.cluster.models import SliceOutage, UsageRecord
 from tests.fixtures.focus import columns_1_2 as spec
 from tests.helpers.factories import make_staff
 from tests.integration.billing.helpers import place_at
@@ -165,9 +165,11 @@ def test_fatal_xid_downtime_is_credited_on_each_invoice(world, client_of, tmp_pa
 
     billing = make_staff("bill", "Billing")
     # a transactional test's flush drops the groups' grants migrations made: grant it again
-    billing.user_permissions.add(Permission.objects.get(codename="view_sliceoutage"))
+    billing.user_permissions.add(
+        Permission.objects.get(codename="view_sliceoutage", content_type__app_label="cluster")
+    )
     staff = client_of(billing)
-    page = staff.get(reverse("admin:billing_sliceoutage_changelist")).content.decode()
+    page = staff.get(reverse("admin:cluster_sliceoutage_changelist")).content.decode()
     assert f"-42.50 on {inv_a}" in page
     assert f"-17.00 on {inv_b}" in page
     assert GPU in page
@@ -268,7 +270,6 @@ def test_a_second_event_in_the_replacements_running_second_opens_nothing(world) 
             for k, ns, s, d, extra in findings_for(event, NODE, [claim], lambda pid: None)
         ])  # fmt: skip
     observe_pod("MODIFIED", running)
-    services.preview_lines(world.org_a, 2026, 11)  # opens what the month's bills would
     (outage,) = SliceOutage.objects.all()
     assert (outage.pod_name, outage.ended_at) == ("llm-a", FAILED.replace(second=8))
 

@@ -83,7 +83,12 @@ def test_a_fatal_xid_tells_support_and_every_pod_on_that_gpu():
     assert "XID 79" in found[1][3]
     assert "10:42:00 UTC" in found[1][3]
     assert "Kubernetes moves your pod" in found[1][3]
-    assert all(f[4] == {"gpu": "GPU-0", "xid": 79} for f in found)
+    # each pod's finding names its claim (the slice whose outage it opens)
+    assert [f[4] for f in found] == [
+        {"gpu": "GPU-0", "xid": 79},
+        {"gpu": "GPU-0", "xid": 79, "claim": "c1"},
+        {"gpu": "GPU-0", "xid": 79, "claim": "c2"},
+    ]
 
 
 def test_an_application_xid_tells_only_the_pod_of_its_process():

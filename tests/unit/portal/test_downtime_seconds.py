@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from portal.billing.downtime import downtime_seconds
-from portal.billing.models import SliceOutage
+from portal.cluster.models import SliceOutage
+from portal.cluster.outages import downtime_seconds
 
 BEGIN = datetime(2026, 12, 1, tzinfo=UTC)
 END = datetime(2027, 1, 1, tzinfo=UTC)

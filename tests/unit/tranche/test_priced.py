@@ -95,3 +95,53 @@ def test_quotes_add_up_to_the_invoice_and_hours_to_the_hourly_rule(raw, start) -
         for hour in range(seg.start, seg.end):
             expected[hour] = seg.quantity
     assert billed == expected
+
+
+def _overage(cancel_at: datetime, released: datetime, *, until: datetime | None = None) -> int:
+    """Slice-hours of overage in December of one slice bought on Dec 1 and cancelled at
+    `cancel_at` with a 1 h grace, its claim held until `released`."""
+    history = [
+        priced.Order(utc(2026, 12, 1), 1, P, ref=1),
+        priced.Order(cancel_at, 0, P, ref=2),
+    ]
+    return priced.overage_slice_hours(
+        history,
+        [(utc(2026, 12, 1, 0, 5), released)],
+        3600,
+        year=2026,
+        month=12,
+        until=until or utc(2027, 1, 1),
+    )
+
+
+def test_the_hour_a_cancels_grace_ends_in_is_billed() -> None:
+    """Cancelled at 17:08:58, the pod kept: billing starts at 18:08:58 (the cancel page's "60
+    minutes after this change"), so the 18:00 hour is a started hour of overage."""
+    cancel = utc(2026, 12, 10, 17, 8, 58)
+    assert _overage(cancel, utc(2026, 12, 10, 18, 30)) == 1
+    assert _overage(cancel, utc(2026, 12, 10, 19, 0, 1)) == 2
+    # released inside the grace (18:05, 18:08:58 itself): nothing
+    assert _overage(cancel, utc(2026, 12, 10, 18, 5)) == 0
+    assert _overage(cancel, utc(2026, 12, 10, 18, 8, 58)) == 0
+    # the page at 18:09 shows the hour the invoice will bill
+    assert _overage(cancel, None, until=utc(2026, 12, 10, 18, 9)) == 1
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.integers(min_value=0, max_value=700 * 3600),  # second of December of the cancel
+    st.integers(min_value=1, max_value=40 * 3600),  # seconds the claim is held after it
+)
+def test_overage_bills_every_started_hour_from_the_graces_end(cancel_s, held_s) -> None:
+    """Whatever the instants: overage hours = the hours from the one the grace ends in to the
+    one the claim is released in (none when released by the grace's end)."""
+    cancel = utc(2026, 12, 1) + timedelta(seconds=cancel_s)
+    released = min(cancel + timedelta(seconds=held_s), utc(2027, 1, 1))
+    grace_end = cancel + timedelta(hours=1)
+    if released <= grace_end:
+        expected = 0
+    else:
+        first = pricing.hour_index(grace_end, 2026, 12)
+        last = pricing.hour_index(released - timedelta(microseconds=1), 2026, 12)
+        expected = last - first + 1
+    assert _overage(cancel, released) == expected

@@ -6,6 +6,8 @@ from __future__ import annotations
 from decimal import Decimal
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tranche import sla
 
@@ -73,3 +75,21 @@ def test_a_valid_schedule_has_no_errors() -> None:
 def test_bad_schedules_say_what_to_fix(target, tiers, words) -> None:
     errors = sla.schedule_errors(target, tiers)
     assert any(words in e for e in errors), errors
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.integers(min_value=-100_000, max_value=-1), max_size=8),
+    st.integers(min_value=-1_000, max_value=200_000),
+)
+def test_credits_are_cut_to_the_charge_and_never_grow(cents, limit_cents) -> None:
+    """Whatever the credits and the charge: together at most the charge (none for a charge of
+    0 or less), each at most itself, the first ones kept whole while the charge lasts."""
+    amounts = [Decimal(c) / 100 for c in cents]
+    limit = Decimal(limit_cents) / 100
+    cut = sla.bounded(amounts, limit)
+    assert len(cut) == len(amounts)
+    assert -sum(cut, Decimal(0)) <= max(limit, Decimal(0))
+    assert all(a <= c <= 0 for a, c in zip(amounts, cut, strict=True))
+    if -sum(amounts, Decimal(0)) <= limit:
+        assert cut == amounts

@@ -12,19 +12,30 @@
  *   tranche-sample core       is the interception core loaded, here and after execve with
  *                             an empty environment and with LD_PRELOAD= ?
  *   tranche-sample ram MIB    fill MIB of host RAM (the container's memory limit)
+ *   tranche-sample zombie LINKS MIB
+ *                             a hostile chain (issue #44): LINKS processes 50 ms apart, each
+ *                             filling GPU 0 in MIB steps until refused, dropping the locks of
+ *                             its descriptors of the core's region and ending its main thread
+ *                             by SYS_exit while a second thread keeps the process and its
+ *                             memory (the leader reads 'Z'); prints what each link was given
+ *                             and the sum, then waits for SIGTERM
  *
  * It is the container's PID 1, and the kernel drops a signal sent to a namespace's PID 1 unless
  * the process handles it: without a handler `kubectl delete` waits the whole grace period and
  * then kills. SIGTERM and SIGINT end every mode at once.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -166,6 +177,70 @@ static int core_loaded(void) {
     return found;
 }
 
+/* Every lock this process holds on the core's files (the region's slot locks) is dropped: an
+ * OFD unlock of each descriptor of a file in a tranche folder (/var/run/tranche, /etc/tranche). */
+static void drop_region_locks(void) {
+    DIR *d = opendir("/proc/self/fd");
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        char path[300], link[4096];
+        snprintf(path, sizeof path, "/proc/self/fd/%s", e->d_name);
+        ssize_t len = readlink(path, link, sizeof link - 1);
+        if (len <= 0) continue;
+        link[len] = '\0';
+        if (!strstr(link, "/tranche/")) continue;
+        struct flock fl = {.l_type = F_UNLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0};
+        fcntl(atoi(e->d_name), F_OFD_SETLK, &fl);
+    }
+    if (d) closedir(d);
+}
+
+static void *keep_process(void *arg) {
+    (void)arg;
+    for (;;) pause(); /* SIGTERM's handler ends the whole process */
+    return NULL;
+}
+
+/* One link: fill, tell the parent what it was given, drop the locks, leave as a zombie leader. */
+static void zombie_link(int tell, uint64_t step) {
+    CUdevice dev;
+    CUcontext ctx;
+    uint64_t held = 0;
+    CUdeviceptr ptr;
+    if (cuInit(0) == 0 && cuDeviceGet(&dev, 0) == 0 && cuCtxCreate_v2(&ctx, 0, dev) == 0)
+        while (cuMemAlloc_v2(&ptr, step) == 0) held += step;
+    drop_region_locks();
+    pthread_t keeper;
+    if (pthread_create(&keeper, NULL, keep_process, NULL) != 0) _exit(1);
+    dprintf(tell, "%llu\n", (unsigned long long)(held >> 20));
+    close(tell);
+    syscall(SYS_exit, 0); /* this thread only: the leader becomes a zombie, the process lives */
+}
+
+static int zombie_chain(int links, uint64_t step_mib) {
+    uint64_t total = 0;
+    for (int i = 0; i < links; i++) {
+        int fds[2];
+        if (pipe(fds) != 0) return 1;
+        pid_t pid = fork();
+        if (pid == 0) {
+            close(fds[0]);
+            zombie_link(fds[1], step_mib << 20);
+        }
+        close(fds[1]);
+        char line[64] = "";
+        ssize_t n = read(fds[0], line, sizeof line - 1);
+        close(fds[0]);
+        unsigned long long mib = n > 0 ? strtoull(line, NULL, 10) : 0;
+        total += mib;
+        printf("link %d held %llu MiB\n", i, mib);
+        struct timespec pace = {0, 50000000};
+        nanosleep(&pace, NULL);
+    }
+    printf("zombie chain: %d links held %llu MiB\n", links, (unsigned long long)total);
+    for (;;) pause();
+}
+
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     stop_on_signals();
@@ -207,6 +282,7 @@ int main(int argc, char **argv) {
         pause();
         return 0;
     }
-    fprintf(stderr, "usage: tranche-sample [check|gpus|unshare|core|ram MIB]\n");
+    if (!strcmp(mode, "zombie") && argc > 3) return zombie_chain(atoi(argv[2]), strtoull(argv[3], NULL, 10));
+    fprintf(stderr, "usage: tranche-sample [check|gpus|unshare|core|ram MIB|zombie LINKS MIB]\n");
     return 2;
 }

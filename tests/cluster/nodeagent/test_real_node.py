@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import secrets
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -21,7 +23,7 @@ from deploy.devcluster.launcher import node_images
 from deploy.devcluster.node import run as node_run
 from tests.cluster.nodeagent.conftest import create_template, describe_pod
 from tests.helpers.realnode import logs, run_pod, terminated
-from tests.helpers.skips import needs_native_sim
+from tests.helpers.skips import SIMGPU_DIR, needs_native_sim
 from tests.helpers.wait import wait_for
 
 pytestmark = [needs_native_sim]
@@ -154,3 +156,48 @@ def _ready(core: client.CoreV1Api, name: str) -> bool:
     except client.ApiException:
         return False
     return any(c.type == "Ready" and c.status == "True" for c in conditions)
+
+
+def _card_mib(real_node) -> int:
+    """MiB in use on every simulated GPU of the node: simgpu's own counter through its NVML,
+    outside any container and without the core (the ground truth a slice is checked against)."""
+    agent = real_node.paths.agent_dir
+    env = dict(os.environ, SIMGPU_STATE=str(agent / "simgpu.state"),
+               SIMGPU_CONFIG=str(agent / "simgpu.conf"),
+               LD_LIBRARY_PATH=str(SIMGPU_DIR))  # fmt: skip
+    env.pop("LD_PRELOAD", None)
+    query = ["--query-gpu=memory.used", "--format=csv,noheader,nounits"]
+    out = subprocess.run(
+        [str(SIMGPU_DIR / "nvidia-smi"), *query],
+        env=env, capture_output=True, text=True, check=True, timeout=30,
+    ).stdout  # fmt: skip
+    return sum(int(line) for line in out.split())
+
+
+def test_a_zombie_leader_chain_holds_at_most_its_slice(
+    kube_cluster, real_node, pod_in, product
+) -> None:
+    """Issue #44, mechanism 1, as a tenant on the real node: six processes 50 ms apart each fill
+    the GPU in 1 GiB steps, drop their slot locks and end their main thread while a second
+    thread keeps the memory (the leader reads 'Z'). At 083f417 each next link was given the
+    slice again; the card must hold no more than the slice plus one step."""
+    api = kube_cluster.api_client
+    before = _card_mib(real_node)
+    ns, name = pod_in(["zombie", "6", "1024"])
+
+    def chain_done() -> str | None:
+        text = logs(api, ns, name)
+        return text if "zombie chain:" in text else None
+
+    out = wait_for(
+        chain_done, 120,
+        lambda: "the chain to finish\n" + describe_pod(api, ns, name) + real_node.log_tail(),
+    )  # fmt: skip
+    held = [int(line.split()[3]) for line in out.splitlines() if line.startswith("link ")]
+    card = _card_mib(real_node) - before
+    print(f"zombie chain on the real node: links given {held} MiB, card +{card} MiB")  # noqa: T201
+    assert len(held) == 6, out
+    assert held[0] >= product.memory_mib // 2, out  # the first link really filled its slice
+    assert sum(held) <= product.memory_mib, out
+    assert card <= product.memory_mib + 1024, (card, out)
+    client.CoreV1Api(api).delete_namespaced_pod(name, ns, grace_period_seconds=0)

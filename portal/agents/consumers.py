@@ -111,6 +111,14 @@ class AgentConsumer(CountedSocket, DirectDispatch, AsyncWebsocketConsumer):
                 msg.seq, self.node, len(recorded.refused), recorded.refused[0]["namespace"],
                 recorded.refused[0]["pod"], recorded.refused[0]["reason"],
             )  # fmt: skip
+        if recorded.health_refused:
+            first = recorded.health_refused[0]
+            self.rejections.warning(
+                f"node {self.node} health",
+                "agent message %s from node %s: %d health findings refused, first: %s %s/%s: %s",
+                msg.seq, self.node, len(recorded.health_refused), first.finding["kind"],
+                first.finding["namespace"], first.finding["subject"], first.reason,
+            )  # fmt: skip
         events = recorded.events
         try:
             for item in (*events, *recorded.seen):

@@ -86,7 +86,9 @@ def parse(argv: list[str] | None = None) -> Options | FleetOptions:
         help=f"/metrics port (default {METRICS_PORT}, on by default; 0: none)",
     )
     r.add_argument("--metrics-addr", default="127.0.0.1",
-                   help="address /metrics listens on (the chart: 0.0.0.0)")  # fmt: skip
+                   help="address /metrics listens on (chart: 0.0.0.0 with a token)")  # fmt: skip
+    r.add_argument("--metrics-token-file", type=Path, default=None,
+                   help="/metrics answers only `Authorization: Bearer <its text>`")  # fmt: skip
     r.add_argument("--interval", type=float, default=1.0, help="status period in seconds")
     r.add_argument("--no-backstop", dest="backstop", action="store_false",
                    help="report, but do not stop, processes over their cap or on a GPU "
@@ -125,6 +127,7 @@ def parse(argv: list[str] | None = None) -> Options | FleetOptions:
         sim_model=a.sim_model,
         metrics_port=a.metrics_port,
         metrics_addr=a.metrics_addr,
+        metrics_token_file=a.metrics_token_file,
         interval=a.interval,
         backstop=a.backstop,
         tolerance_mib=a.tolerance_mib,

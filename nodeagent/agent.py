@@ -55,6 +55,7 @@ class Options:
     compute_tolerance_points: float = DEFAULT_TOLERANCE_POINTS
     metrics_addr: str = "127.0.0.1"
     cgroup_root: Path = CGROUP_ROOT  # the host's cgroup mount: the pods' freezers
+    metrics_token_file: Path | None = None  # /metrics behind this bearer token
 
 
 def api_client(kubeconfig: Path | None):
@@ -165,7 +166,10 @@ def _serve_metrics(opts: Options, health):
     if not opts.metrics_port:
         return None
     try:
-        gauges = metrics.serve(opts.node, opts.metrics_port, opts.metrics_addr)
+        token = opts.metrics_token_file.read_text().strip() if opts.metrics_token_file else ""
+        if opts.metrics_token_file and not token:
+            raise OSError(f"{opts.metrics_token_file} is empty: /metrics stays closed")
+        gauges = metrics.serve(opts.node, opts.metrics_port, opts.metrics_addr, token)
     except OSError as exc:
         log.error("no /metrics on %s:%d: %s", opts.metrics_addr, opts.metrics_port, exc)
         return None

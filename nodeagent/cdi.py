@@ -47,6 +47,9 @@ SIM_LIB_DIR = "/usr/lib/x86_64-linux-gnu"
 SIM_SMI = "/usr/bin/nvidia-smi"
 SIM_CONFIG = "/etc/simgpu/simgpu.conf"
 SIM_STATE = "/var/run/simgpu/state"
+# The simulated faults (XIDs, lost GPUs): the node's, read-only in a container, as a real
+# driver's faults are the kernel's (simstate.h: "$SIMGPU_STATE.faults").
+SIM_FAULTS = SIM_STATE + ".faults"
 SIM_DEVICE_DIR = "/dev/simgpu"  # simgpu lists only the devices with a file here (simstate.h)
 
 
@@ -60,6 +63,11 @@ class SimDriver:
     state: str
     device_dir: str
 
+    @property
+    def faults(self) -> str:
+        """The node's faults file beside the state (simgpu's default name for it)."""
+        return self.state + ".faults"
+
 
 def _sim_edits(sim: SimDriver) -> tuple[list[dict], list[str]]:
     mounts = [
@@ -68,6 +76,8 @@ def _sim_edits(sim: SimDriver) -> tuple[list[dict], list[str]]:
         _ro(f"{sim.lib_dir}/nvidia-smi", SIM_SMI),
         _ro(sim.config, SIM_CONFIG),
         _ro(sim.device_dir, SIM_DEVICE_DIR),
+        # The faults a tenant's NVML reads but cannot raise: read-only, like the kernel's.
+        _ro(sim.faults, SIM_FAULTS),
         # The simulated device memory every process on the node shares, as the driver's.
         {"hostPath": sim.state, "containerPath": SIM_STATE, "type": "bind",
          "options": ["rw", "nosuid", "nodev", "noexec", "bind"]},

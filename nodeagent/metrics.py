@@ -131,10 +131,38 @@ class AgentMetrics:
         ).labels(node)
 
 
-def serve(node: str, port: int, addr: str = "127.0.0.1") -> AgentMetrics:
-    """Start the /metrics HTTP endpoint; returns the metrics to update."""
-    from prometheus_client import start_http_server
+def bearer_only(app, token: str):
+    """WSGI: `app` for requests carrying `Authorization: Bearer <token>`, 401 for the rest. The
+    agent's series name every tenant's namespace and pod on the node (#45: the chart served them
+    on all interfaces to anyone)."""
+    import hmac
+
+    expected = f"Bearer {token}".encode()
+
+    def guarded(environ, start_response):
+        given = environ.get("HTTP_AUTHORIZATION", "").encode("latin-1", "replace")
+        if not hmac.compare_digest(given, expected):
+            start_response("401 Unauthorized", [("Content-Type", "text/plain; charset=utf-8"),
+                                                ("WWW-Authenticate", "Bearer")])  # fmt: skip
+            return [b"/metrics needs the agent's metrics token (Authorization: Bearer ...)\n"]
+        return app(environ, start_response)
+
+    return guarded
+
+
+def serve(node: str, port: int, addr: str = "127.0.0.1", token: str = "") -> AgentMetrics:
+    """Start the /metrics HTTP endpoint (behind `token` when given); returns the metrics."""
+    from wsgiref.simple_server import WSGIRequestHandler, make_server
+
+    from prometheus_client.exposition import ThreadingWSGIServer, make_wsgi_app
+
+    class Quiet(WSGIRequestHandler):
+        def log_message(self, format: str, *args) -> None:
+            pass
 
     metrics = AgentMetrics(node)
-    start_http_server(port, addr=addr, registry=metrics.registry)
+    app = make_wsgi_app(metrics.registry)
+    server = make_server(addr, port, bearer_only(app, token) if token else app,
+                         ThreadingWSGIServer, handler_class=Quiet)  # fmt: skip
+    threading.Thread(target=server.serve_forever, daemon=True, name="metrics").start()
     return metrics

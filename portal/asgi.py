@@ -4,12 +4,14 @@
 database); other HTTP requests are stamped with their arrival first (`portal.core.arrival`:
 deadlines count from there). Sockets pass the same-origin check (scheme, host and port:
 `portal.core.origin`) and session authentication before any consumer runs; consumers then
-authorise on connect and per event.
+authorise on connect and per event. The ingest role's process (`portal.serve --role ingest`)
+answers only the agents' socket and the probes (`portal.core.ingest_only`).
 """
 
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from django.core.asgi import get_asgi_application
 
@@ -20,13 +22,21 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs Django set u
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from portal.core.arrival import StampArrival  # noqa: E402
+from portal.core.ingest_only import IngestOnly  # noqa: E402
 from portal.core.liveness import AnswerLiveness  # noqa: E402
 from portal.core.origin import SameOriginValidator  # noqa: E402
 from portal.routing import websocket_urlpatterns  # noqa: E402
 
-application = ProtocolTypeRouter(
-    {
-        "http": AnswerLiveness(StampArrival(django_asgi_app)),  # deadlines count from here
-        "websocket": SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
-    }
-)
+
+def build_application(role: str) -> Any:
+    """The portal's application; the ingest role's answers only the agents and probes."""
+    app = ProtocolTypeRouter(
+        {
+            "http": AnswerLiveness(StampArrival(django_asgi_app)),  # deadlines count from here
+            "websocket": SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+        }
+    )
+    return IngestOnly(app) if role == "ingest" else app
+
+
+application = build_application(os.environ.get("TRANCHE_PORTAL_ROLE", "pages"))

@@ -25,6 +25,7 @@ its own folder.
 from __future__ import annotations
 
 import argparse
+import copy
 import os
 import shutil
 from pathlib import Path
@@ -78,6 +79,17 @@ def reset_multiproc_dir() -> Path | None:
     return folder
 
 
+def log_config() -> dict:
+    """uvicorn's own logging, with its line per refused websocket handshake rate-limited (a
+    flood of bad handshakes on the ingest port wrote a line each)."""
+    from uvicorn.config import LOGGING_CONFIG
+
+    config = copy.deepcopy(LOGGING_CONFIG)
+    config["filters"] = {"handshakes": {"()": "portal.core.ratelimit.RefusedHandshakes"}}
+    config["handlers"]["default"]["filters"] = ["handshakes"]
+    return config
+
+
 def uvicorn_options(args: argparse.Namespace) -> dict:
     """What uvicorn.run gets: the same in development and production (only the env differs)."""
     return {
@@ -88,6 +100,7 @@ def uvicorn_options(args: argparse.Namespace) -> dict:
         "http": "httptools",
         "ws": "websockets-sansio",  # the websockets package's current API (17.x)
         "access_log": False,  # one log line per request would cost more than /healthz itself
+        "log_config": log_config(),
         # Never: uvicorn would believe X-Forwarded-For from any listed proxy as the client. The
         # portal reads the header itself, trusting exactly TRANCHE_TRUSTED_PROXY_HOPS entries
         # (portal/core/client_address.py).

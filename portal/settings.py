@@ -270,6 +270,15 @@ IDLE_SLICE_SECONDS = env_int("TRANCHE_IDLE_SLICE_SECONDS", 6 * 3600, minimum=1)
 AGENT_LATE_SECONDS = env_float(
     "TRANCHE_AGENT_LATE_SECONDS", 3 * AGENT_REPORT_SECONDS, minimum=AGENT_REPORT_SECONDS
 )
+# A GPU health finding older or newer than this against the portal's clock is refused
+# (portal/agents/health_admission.py): the agent sends a finding with its next frame, and keeps
+# unacknowledged ones across a portal outage of a few hours; a month-old failure is a forgery.
+HEALTH_REPORT_PAST_SECONDS = env_int(
+    "TRANCHE_HEALTH_REPORT_PAST_SECONDS", 6 * 3600, minimum=60, maximum=7 * 86400
+)
+HEALTH_REPORT_FUTURE_SECONDS = env_int(
+    "TRANCHE_HEALTH_REPORT_FUTURE_SECONDS", 300, minimum=0, maximum=3600
+)
 # After a cancel or decrease, claims beyond the new quantity may run this long unbilled; slices
 # still held after it are billed per started hour (docs/billing.md, "After a cancel"). At most a
 # day, so a misconfiguration cannot leave slices running unbilled for weeks.

@@ -54,15 +54,28 @@ class Registry:
         self.process.wait(timeout=10)
 
 
-def start(state_dir: Path, timeout: float = 30, address: str = "127.0.0.1:0") -> Registry:
-    """Run the registry on `address` (a free loopback port by default); returns once it listens."""
+def start(
+    state_dir: Path,
+    timeout: float = 30,
+    address: str = "127.0.0.1:0",
+    seal_file: Path | None = None,
+) -> Registry:
+    """Run the registry on `address` (a free loopback port by default); returns once it listens.
+    With `seal_file`, the registry refuses every write once that file exists."""
     binary = ensure_built()
     state_dir.mkdir(parents=True, exist_ok=True)
     port_file = state_dir / "registry.port"
     port_file.unlink(missing_ok=True)
     log = (state_dir / "registry.log").open("ab")
     proc = subprocess.Popen(
-        [str(binary), "-addr", address, "-port-file", str(port_file)],
+        [
+            str(binary),
+            "-addr",
+            address,
+            "-port-file",
+            str(port_file),
+            *(["-seal-file", str(seal_file)] if seal_file else []),
+        ],
         stdout=log,
         stderr=subprocess.STDOUT,
     )

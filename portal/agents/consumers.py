@@ -31,6 +31,10 @@ from tranche.agent_protocol import InService, MessageRejectedError, StatusAck, p
 
 log = logging.getLogger("portal.agents")
 REJECTIONS_LOGGED_PER_MINUTE = 10
+# Refused handshakes are logged at most this many a minute per process, whoever sends them (a
+# flood of bad tokens wrote a line each; a client address per key would let a spread-out one
+# through).
+HANDSHAKES = RateLimitedLog(log, burst=REJECTIONS_LOGGED_PER_MINUTE, period=60.0)
 
 
 def _header(scope: dict, name: bytes) -> str:
@@ -62,12 +66,18 @@ class AgentConsumer(CountedSocket, DirectDispatch, AsyncWebsocketConsumer):
         auth = _header(self.scope, b"authorization")
         token = auth[7:] if auth.lower().startswith("bearer ") else ""
         if not node or not token:
-            log.warning("agent refused from %s: missing X-Tranche-Node or Bearer token", client)
+            HANDSHAKES.warning(
+                "refused handshakes",
+                "agent refused from %s: missing X-Tranche-Node or Bearer token", client,
+            )  # fmt: skip
             await self.close(code=4401)
             return
         row = await database_sync_to_async(services.authenticate_node)(node, token)
         if row is None:
-            log.warning("agent refused from %s: wrong or revoked token for node %r", client, node)
+            HANDSHAKES.warning(
+                "refused handshakes",
+                "agent refused from %s: wrong or revoked token for node %r", client, node,
+            )  # fmt: skip
             await self.close(code=4401)
             return
         self.node = node
@@ -110,6 +120,14 @@ class AgentConsumer(CountedSocket, DirectDispatch, AsyncWebsocketConsumer):
                 "agent message %s from node %s: %d entries refused, first: %s/%s: %s",
                 msg.seq, self.node, len(recorded.refused), recorded.refused[0]["namespace"],
                 recorded.refused[0]["pod"], recorded.refused[0]["reason"],
+            )  # fmt: skip
+        if recorded.health_refused:
+            first = recorded.health_refused[0]
+            self.rejections.warning(
+                f"node {self.node} health",
+                "agent message %s from node %s: %d health findings refused, first: %s %s/%s: %s",
+                msg.seq, self.node, len(recorded.health_refused), first.finding["kind"],
+                first.finding["namespace"], first.finding["subject"], first.reason,
             )  # fmt: skip
         events = recorded.events
         try:

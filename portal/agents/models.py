@@ -35,6 +35,13 @@ class NodeToken(models.Model):
         editable=False,
         help_text="the agent's last findings for support (tranche.agent_protocol.Finding)",
     )
+    refused_health = models.JSONField(
+        default=list,
+        blank=True,
+        editable=False,
+        help_text="the last health findings of this node the ingest refused, and why "
+        "(portal.agents.health_admission): the support console's alert",
+    )
 
     class Meta:
         ordering = ["node_name"]

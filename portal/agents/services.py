@@ -14,14 +14,14 @@ import functools
 import hmac
 import json
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import redis
 from django.db import connection, transaction
 from django.utils import timezone
 
-from portal.agents import gpu_health, history
+from portal.agents import gpu_health, health_admission, history
 from portal.agents.events import NodeSeenEvent, PodRemovedEvent, PodStatusEvent, ProjectEvent
 from portal.agents.models import NodeToken, PodSliceStatus
 from portal.agents.rows import LiveRow, pod_row
@@ -230,6 +230,8 @@ class Recorded:
     events: list[Published]
     refused: list[RefusedEntry]
     seen: list[Published]  # node.seen for every project with a row on the node
+    # the frame's GPU health findings the portal did not believe (none of them stored)
+    health_refused: list[health_admission.RefusedFinding] = field(default_factory=list)
 
 
 @transaction.atomic
@@ -290,13 +292,21 @@ def record_status(node_name: str, msg: StatusMessage) -> Recorded:
             events.append(_removed_event(projects[r["namespace"]], r))
     now = timezone.now()
     seen = {"last_seen_at": now, "gpus": msg.gpus, "dropped_messages": msg.dropped}
+    health_refused = []
     if msg.findings:  # rare; the node's own agent is the only writer of its row
-        kept = NodeToken.objects.filter(node_name=node_name).values_list("findings", flat=True)
-        seen["findings"] = [*(kept.first() or []), *msg.findings][-FINDINGS_KEPT:]
-        for project_id, event in gpu_health.record_health(node_name, msg.findings):
+        # Checked before anything is stored: a node speaks only of its own GPUs and pods.
+        findings, health_refused = health_admission.admit_health(node_name, msg.findings, msg.gpus)
+        kept = NodeToken.objects.filter(node_name=node_name).values("findings", "refused_health")
+        kept = kept.first() or {}
+        seen["findings"] = [*(kept.get("findings") or []), *findings][-FINDINGS_KEPT:]
+        if health_refused:
+            seen["refused_health"] = health_admission.keep_refusals(
+                health_refused, kept.get("refused_health")
+            )
+        for project_id, event in gpu_health.record_health(node_name, findings):
             events.append(Published(project_id, event))
     NodeToken.objects.filter(node_name=node_name).update(**seen)
-    return Recorded(events, refused, _seen_events(node_name, now))
+    return Recorded(events, refused, _seen_events(node_name, now), health_refused)
 
 
 def _seen_events(node_name: str, at: datetime) -> list[Published]:

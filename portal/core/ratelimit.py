@@ -51,3 +51,41 @@ class RateLimitedLog:
             else:
                 dropped += 1
             self._windows[key] = (start, logged, dropped)
+
+
+# uvicorn's line and the websockets library's line for one refused handshake
+REFUSED_HANDSHAKE_LINES = ('%s - "WebSocket %s" 403', "connection rejected (%d %s)")
+
+
+class RefusedHandshakes(logging.Filter):
+    """A logging filter for uvicorn's error log (`portal/serve.py`): the lines of a refused
+    websocket handshake (uvicorn's `"WebSocket /ws/agent/" 403`, websockets' `connection rejected
+    (403 Forbidden)`) pass at most `burst` times a `period` together;
+    the first line of the next window says how many were suppressed. Every other record passes.
+    23,295 refused handshakes in 20 s wrote 46,590 lines (this one and the consumer's)."""
+
+    def __init__(
+        self, burst: int = 10, period: float = 60.0, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        super().__init__()
+        self.burst, self.period, self.clock = burst, period, clock
+        self.start, self.logged, self.dropped = clock(), 0, 0
+        self._lock = threading.Lock()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.msg not in REFUSED_HANDSHAKE_LINES:
+            return True
+        with self._lock:
+            now = self.clock()
+            if now - self.start >= self.period:
+                if self.dropped:
+                    record.msg = (
+                        "%d refused websocket handshakes not logged in %.0f s; " + record.msg
+                    )
+                    record.args = (self.dropped, now - self.start, *(record.args or ()))
+                self.start, self.logged, self.dropped = now, 0, 0
+            if self.logged < self.burst:
+                self.logged += 1
+                return True
+            self.dropped += 1
+            return False

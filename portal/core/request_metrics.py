@@ -26,6 +26,8 @@ from prometheus_client import (
 REGISTRY = CollectorRegistry(auto_describe=True)
 SOCKET_KINDS = ("agent", "project", "fleet")
 FRAME_RESULTS = ("accepted", "refused", "unstored")
+# why the ingest refused a GPU health finding (portal/agents/health_admission.py)
+HEALTH_REFUSAL_CAUSES = ("gpu", "pod", "claim", "time")
 disable_created_metrics()  # no `_created` series: nothing reads them (docs/metrics.md)
 
 
@@ -54,16 +56,34 @@ def families() -> dict:
         ["result"],
         registry=REGISTRY,
     )
+    health_refused = Counter(
+        "tranche_portal_agent_health_refused",
+        "GPU health findings of node agents the portal refused, by cause (gpu, pod, claim, time)",
+        ["cause"],
+        registry=REGISTRY,
+    )
+    for cause in HEALTH_REFUSAL_CAUSES:
+        health_refused.labels(cause)
     for kind in SOCKET_KINDS:
         sockets.labels(kind)
     for result in FRAME_RESULTS:
         frames.labels(result)
-    return {"requests": requests, "sockets": sockets, "frames": frames}
+    return {
+        "requests": requests,
+        "sockets": sockets,
+        "frames": frames,
+        "health_refused": health_refused,
+    }
 
 
 def count_frame(result: str) -> None:
     """One agent status message, `accepted`, `refused` or `unstored`."""
     families()["frames"].labels(result).inc()
+
+
+def count_health_refused(cause: str) -> None:
+    """One GPU health finding the ingest refused, by cause (HEALTH_REFUSAL_CAUSES)."""
+    families()["health_refused"].labels(cause).inc()
 
 
 def render() -> bytes:

@@ -295,10 +295,13 @@ def check_gpu_code(facts: Facts, product: ProductFacts, image: ImageFacts) -> Ve
         )
     bound = " (the read bound was reached: files past it were not checked)" * image.bound_reached
     if not image.gpu_files:
-        level = warning if image.bound_reached else ok
-        return level(
-            "gpu_code", image.image, f"No CUDA GPU code found in the image{bound}.",
-            "Nothing to do if the image downloads its GPU code at runtime.", **figures,
+        # A CPU-only image on a GPU slice: it runs, but on the CPU, while the slice is billed.
+        return warning(
+            "gpu_code", image.image,
+            f"No GPU code in this image: none of its files carries CUDA kernels (SASS or PTX)"
+            f"{bound}, so on a {gpu} it would run on the CPU only while the slice is billed.",
+            "Nothing to do if the image downloads its GPU code at runtime; otherwise use an "
+            "image built with CUDA (e.g. a framework's CUDA build).", **figures,
         )  # fmt: skip
     if gpu_code_runs(image, cc):
         return ok(

@@ -155,12 +155,11 @@ def resolve(target: Target, policy: Policy, seconds: float | None = None) -> str
     return str(addresses[0])
 
 
-def _kill(conn: HTTPConnection) -> None:
-    sock = getattr(conn, "sock", None)
-    if sock is not None:
-        # the plain socket's shutdown: it wakes a reader blocked in another thread
-        with contextlib.suppress(OSError):
-            socket.socket.shutdown(sock, socket.SHUT_RDWR)
+def _kill(sock: socket.socket) -> None:
+    # the plain socket's shutdown: it wakes a reader blocked in another thread, and works while
+    # a response still holds the socket its connection let go of (`Connection: close`)
+    with contextlib.suppress(OSError, ValueError):
+        socket.socket.shutdown(sock, socket.SHUT_RDWR)
 
 
 @dataclass
@@ -171,6 +170,9 @@ class Client:
     deadline: float
     deadline_s: float
     conns: list[HTTPConnection] = field(default_factory=list)
+    # Every socket a request opened, kept apart from its connection: a response with
+    # `Connection: close` takes the socket (conn.sock becomes None) and reads on from it.
+    socks: list[socket.socket] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.expired = threading.Event()
@@ -182,8 +184,8 @@ class Client:
     def _expire(self) -> None:
         self.expired.set()
         with self.lock:
-            for conn in self.conns:
-                _kill(conn)
+            for sock in self.socks:
+                _kill(sock)
 
     def close(self) -> None:
         self.timer.cancel()
@@ -191,6 +193,7 @@ class Client:
             for conn in self.conns:
                 conn.close()
             self.conns.clear()
+            self.socks.clear()
 
     def check_deadline(self) -> None:
         if self.expired.is_set() or time.monotonic() >= self.deadline:
@@ -215,10 +218,21 @@ class Client:
             self.conns.append(conn)
         return conn
 
+    def _watch(self, sock: socket.socket | None) -> None:
+        """Let the watchdog shut `sock` at the deadline (at once if it has passed)."""
+        if sock is None:
+            return
+        with self.lock:
+            self.socks.append(sock)
+        if self.expired.is_set():
+            _kill(sock)
+
     def _once(self, method: str, target: Target, headers: dict[str, str]) -> Any:
         self.check_deadline()
         conn = self._connect(target)
         try:
+            conn.connect()
+            self._watch(conn.sock)
             conn.request(
                 method, target.path, headers={"Host": target.netloc, **headers},
                 preload_content=False,

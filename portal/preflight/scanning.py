@@ -33,12 +33,14 @@ def policy() -> Policy:
     )
 
 
-def limits() -> registry.Limits:
+def limits(within_s: float | None = None) -> registry.Limits:
+    """The read bounds; the image's deadline, or `within_s` when that is sooner."""
+    deadline = settings.PREFLIGHT_IMAGE_DEADLINE_SECONDS
     return registry.Limits(
         uncompressed_bytes=settings.PREFLIGHT_IMAGE_MAX_BYTES,
         compressed_bytes=settings.PREFLIGHT_IMAGE_MAX_BYTES,
         layer_bytes=settings.PREFLIGHT_LAYER_MAX_BYTES,
-        deadline_s=settings.PREFLIGHT_IMAGE_DEADLINE_SECONDS,
+        deadline_s=deadline if within_s is None else min(deadline, within_s),
     )
 
 
@@ -81,10 +83,11 @@ def _cached(digest: str) -> ImageFacts | None:
     )  # fmt: skip
 
 
-def scan_image(image: str) -> ImageFacts:
-    """Scan (or recall by the sha256 of its manifest) one image; a finished scan is stored."""
+def scan_image(image: str, within_s: float | None = None) -> ImageFacts:
+    """Scan (or recall by the sha256 of its manifest) one image; a finished scan is stored.
+    `within_s`: end sooner than the image's own deadline (the task's time limit)."""
     _release_db()
-    found = layers.scan_image(image, limits(), credentials(), policy(), _cached)
+    found = layers.scan_image(image, limits(within_s), credentials(), policy(), _cached)
     if found.digest and not found.error and not found.image:
         return ImageFacts(**{**found.__dict__, "image": image})  # a cache hit
     if found.digest and not found.error and not found.bound_reached:

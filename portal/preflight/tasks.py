@@ -6,6 +6,12 @@ call gets every image finished by its deadline even when another is still being 
 call's slot (`limits.Slot`) is released when the last image is done, success or not. Not
 retried: a scan that failed said why in its result, and the tenant can check again.
 
+A hard time limit (`task_time_limit`: the call's deadline plus one image's) ends the task
+whatever the registries do: each image's reads end by the sooner of the image's deadline and
+the task's (the outbound watchdog shuts the socket, in every response mode), and no image starts
+after it. Celery's own `time_limit` is declared too, but its thread pool (the pre-flight
+worker's) does not enforce it: the task's clock does.
+
 `answer_by` is the call's deadline (wall clock, `service.CallDeadline`): no image is started
 after it, because the web process has answered by then and nobody reads the result. Under load
 that keeps the worker's threads for calls still waiting (50 calls at a silent registry
@@ -20,6 +26,7 @@ import json
 import time
 
 from celery import shared_task
+from django.conf import settings
 
 from portal.preflight import limits, scanning
 from tranche import tasknames
@@ -27,17 +34,27 @@ from tranche import tasknames
 RESULT_TTL_S = 600
 
 
-@shared_task(name=tasknames.SCAN_IMAGES, acks_late=False, ignore_result=True)
+def task_time_limit() -> float:
+    """Seconds one scan task may run: the call's deadline, then one image's."""
+    return settings.PREFLIGHT_CALL_DEADLINE_SECONDS + settings.PREFLIGHT_IMAGE_DEADLINE_SECONDS
+
+
+@shared_task(
+    name=tasknames.SCAN_IMAGES, acks_late=False, ignore_result=True,
+    time_limit=task_time_limit() + 30, soft_time_limit=task_time_limit(),
+)  # fmt: skip
 def scan_images(
     key: str, images: list[str], slot: list[str], answer_by: float | None = None
 ) -> None:
     """Scan each image, RPUSH its facts to `key`; `slot` is released at the end. No image is
-    started at or after `answer_by` (time.time())."""
+    started at or after `answer_by` (time.time()); none runs past `task_time_limit()`."""
+    ends_at = time.monotonic() + task_time_limit()
     try:
         for image in images:
-            if answer_by is not None and time.time() >= answer_by:
+            left = ends_at - time.monotonic()
+            if left <= 0 or (answer_by is not None and time.time() >= answer_by):
                 break
-            found = scanning.scan_image(image)
+            found = scanning.scan_image(image, within_s=left)
             redis = limits.client()
             redis.rpush(key, json.dumps(dataclasses.asdict(found)))
             redis.expire(key, RESULT_TTL_S)

@@ -101,6 +101,10 @@ def _api_manifest(request: HttpRequest) -> tuple[str, JsonResponse | None]:
     if request.content_type == "application/json":
         try:
             return str(json.loads(text).get("manifest", "")), None
+        except RecursionError:  # thousands of nested objects: the parser's stack, not a 500
+            return "", _error(
+                400, 'The JSON body is nested too deeply; send {"manifest": "<YAML>"}.'
+            )
         except (ValueError, AttributeError):
             return "", _error(400, 'The JSON body must be an object: {"manifest": "<YAML>"}.')
     return text, None

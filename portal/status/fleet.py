@@ -175,6 +175,12 @@ def agent_findings(now: datetime) -> list[Alert]:
         for f in token.findings or []
         if f.get("ts", 0) >= since and f.get("kind") in FINDING_WORDS
     ]
+    refused = [
+        (r, token.node_name)
+        for token in NodeToken.objects.filter(revoked_at__isnull=True)
+        for r in token.refused_health or []
+        if r.get("at", 0) >= since
+    ]
     namespaces = {f["namespace"] for f, _ in found}
     projects = dict(Project.objects.filter(namespace__in=namespaces).values_list("namespace", "pk"))
     out = []
@@ -182,6 +188,12 @@ def agent_findings(now: datetime) -> list[Alert]:
         where = f"{f['namespace']}/{f['subject']}" if f["namespace"] != "-" else f["subject"]
         words = FINDING_WORDS[f["kind"]].format(node=node, where=where, detail=f["detail"])
         out.append(Alert(f["kind"], words, projects.get(f["namespace"])))
+    # Forged or impossible health reports (portal/agents/health_admission.py): not stored,
+    # so no project is linked; support sees the node that sent them.
+    for r, node in sorted(refused, key=lambda rn: -rn[0]["at"]):
+        where = f"{r['namespace']}/{r['subject']}" if r["namespace"] != "-" else r["subject"]
+        words = f"Node {node} reported {r['kind']} {where}, refused: {r['reason']}"
+        out.append(Alert("health-refused", words, None))
     return out
 
 

@@ -11,6 +11,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
 from portal.core import throttle
@@ -97,6 +98,7 @@ def signup(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
+@never_cache  # it shows a new invitation's link, token included
 def organization(request: HttpRequest, organization_id: int) -> HttpResponse:
     """Members, invitations and projects of one of the caller's organizations."""
     membership = selectors.get_membership(request.user, organization_id)
@@ -192,6 +194,7 @@ def delete_project(request: HttpRequest, organization_id: int, project_id: int) 
     return render(request, "tenants/delete_project.html", context, status=status)
 
 
+@never_cache  # its script reads the invitation's token from the link
 def accept_invitation(request: HttpRequest) -> HttpResponse:
     """Open an invitation and join it.
 

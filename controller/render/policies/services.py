@@ -7,6 +7,10 @@
   product allows them (`TRANCHE_ALLOW_NODE_PORT_SERVICES`, off by default): they open a port on
   every node, outside the project's network policy. Tenants reach their pods with
   `kubectl port-forward`, or through the platform's ingress.
+- `type: ExternalName` is refused unless the product offers it (`external_names_allowed`, off;
+  no product offers it today): the cluster's DNS would answer a name in the tenant's namespace
+  with any host the tenant names (the platform's own services included), which the platform's
+  ingress and other tenants' clients may follow.
 
 The platform (controllers removing a load balancer's finalizer, an admin) is not judged. A Service
 made before this rule is judged again when a tenant updates it.
@@ -25,9 +29,12 @@ EXPOSED_TYPES = ("NodePort", "LoadBalancer")
 
 
 def render_service_policy(
-    node_ports_allowed: bool = False, platform_users: tuple[str, ...] = ()
+    node_ports_allowed: bool = False,
+    platform_users: tuple[str, ...] = (),
+    external_names_allowed: bool = False,
 ) -> dict[str, Any]:
-    """externalIPs refused; NodePort/LoadBalancer refused unless `node_ports_allowed`."""
+    """externalIPs refused; NodePort/LoadBalancer refused unless `node_ports_allowed`;
+    ExternalName refused unless `external_names_allowed`."""
     validations = [
         deny_unless(
             cel.absent_or_empty("object.spec.externalIPs"),
@@ -55,6 +62,23 @@ def render_service_policy(
                     ", which opens a port on every node of the cluster; this platform does not "
                     "offer that. Use type ClusterIP (the default) and reach it with kubectl "
                     "port-forward, or ask your provider about exposing services.",
+                ),
+                reason="Forbidden",
+            )
+        )
+    if not external_names_allowed:
+        validations.append(
+            deny_unless(
+                cel.any_of(
+                    cel.not_(cel.has("object.spec.type")),
+                    cel.ne("object.spec.type", cel.lit("ExternalName")),
+                ),
+                message_expression=cel.message(
+                    REQUESTED_OBJECT,
+                    " is of type ExternalName, which makes the cluster's DNS answer for it with "
+                    "a host outside the namespace; this platform does not offer that. Use a "
+                    "Service with a selector (type ClusterIP), or call the outside host by its "
+                    "own name.",
                 ),
                 reason="Forbidden",
             )

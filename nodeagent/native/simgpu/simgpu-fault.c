@@ -53,6 +53,11 @@ int main(int argc, char **argv) {
         fprintf(stderr, "simgpu-fault: simgpu could not start (SIMGPU_CONFIG/SIMGPU_STATE)\n");
         return 1;
     }
+    if (!sim_faults_writable()) {
+        fprintf(stderr, "simgpu-fault: cannot write the faults file (SIMGPU_FAULTS, default "
+                        "$SIMGPU_STATE" SIM_FAULTS_SUFFIX "): faults are the node's to raise\n");
+        return 1;
+    }
     char *end;
     long dev = strtol(argv[2], &end, 10);
     if (*end || dev < 0 || dev >= sim_ndev) {
@@ -67,16 +72,16 @@ int main(int argc, char **argv) {
         const char *name = argc >= 6 ? argv[5] : "process";
         if (kernel_log((int)dev, (unsigned)xid, (unsigned)pid, name)) return 1;
         sim_raise_event((int)dev, nvmlEventTypeXidCriticalError, xid, (uint32_t)pid);
-        if (xid == 79) atomic_store(&sim_state->faults.lost[dev], 1); /* fallen off the bus */
+        if (xid == 79) atomic_store(&sim_faults->lost[dev], 1); /* fallen off the bus */
     } else if (!strcmp(what, "ecc") && argc >= 4) {
         int dbe = !strcmp(argv[3], "double");
         if (!dbe && strcmp(argv[3], "single")) return usage();
         sim_raise_event((int)dev, dbe ? nvmlEventTypeDoubleBitEccError
                                       : nvmlEventTypeSingleBitEccError, 0, 0);
     } else if (!strcmp(what, "lose")) {
-        atomic_store(&sim_state->faults.lost[dev], 1);
+        atomic_store(&sim_faults->lost[dev], 1);
     } else if (!strcmp(what, "recover")) {
-        atomic_store(&sim_state->faults.lost[dev], 0);
+        atomic_store(&sim_faults->lost[dev], 0);
     } else {
         return usage();
     }

@@ -27,7 +27,7 @@ SIM_API nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t *set) {
     if (!set) return NVML_ERROR_INVALID_ARGUMENT;
     struct nvmlEventSet_st *s = calloc(1, sizeof *s);
     if (!s) return NVML_ERROR_MEMORY;
-    s->next = atomic_load(&sim_state->faults.published);
+    s->next = atomic_load(&sim_faults->published);
     *set = s;
     return NVML_SUCCESS;
 }
@@ -60,10 +60,10 @@ static int visible(uint32_t host) {
 
 /* The next event for `set`, if one was raised; 1 when `data` was filled. */
 static int take(nvmlEventSet_t set, nvmlEventData_t *data) {
-    uint64_t published = atomic_load(&sim_state->faults.published);
+    uint64_t published = atomic_load(&sim_faults->published);
     if (published - set->next > SIM_EVENT_RING) set->next = published - SIM_EVENT_RING;
     for (; set->next < published; set->next++) {
-        sim_event_t e = sim_state->faults.ring[set->next % SIM_EVENT_RING];
+        sim_event_t e = sim_faults->ring[set->next % SIM_EVENT_RING];
         int idx = visible(e.dev);
         if (idx < 0 || !(set->types[idx] & e.type)) continue;
         *data = (nvmlEventData_t){.device = &sim_nvml_handles[idx], .eventType = e.type,
@@ -82,7 +82,7 @@ SIM_API nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *da
     uint64_t deadline = sim_now() + (uint64_t)timeoutms * 1000000ull;
     for (;;) {
         /* Read before looking: an event raised after this wakes (or skips) the wait below. */
-        uint32_t seen = (uint32_t)atomic_load(&sim_state->faults.published);
+        uint32_t seen = (uint32_t)atomic_load(&sim_faults->published);
         if (take(set, data)) return NVML_SUCCESS;
         uint64_t now = sim_now();
         if (now >= deadline) return NVML_ERROR_TIMEOUT;

@@ -21,8 +21,12 @@ int sim_ndev;
 int sim_host[SIM_MAX_DEV];
 sim_devcfg_t sim_cfg[SIM_MAX_DEV];
 sim_state_t *sim_state;
+sim_faults_t *sim_faults;
 uint64_t sim_overhead_permille;
 static int state_fd = -1;
+static int faults_fd = -1;
+static int faults_rw;
+static sim_faults_t no_faults; /* no faults file: no event, every GPU answering */
 static int my_slot = -1;
 static int init_rc = -1;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -309,11 +313,39 @@ static void load_overhead(void) {
     sim_overhead_permille = n;
 }
 
+int sim_faults_writable(void) { return faults_rw; }
+
+/* Map the node's faults file: read-write where this process may write it (the node), else
+ * read-only (a container's mount); without it, the empty `no_faults`. */
+static void map_faults(const char *state_path) {
+    char fallback[4096];
+    const char *path = getenv("SIMGPU_FAULTS");
+    if (!path || !*path) {
+        snprintf(fallback, sizeof fallback, "%s" SIM_FAULTS_SUFFIX, state_path);
+        path = fallback;
+    }
+    sim_faults = &no_faults;
+    faults_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    faults_rw = faults_fd >= 0;
+    if (faults_fd < 0) faults_fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (faults_fd < 0) return;
+    struct stat st;
+    if (faults_rw && fstat(faults_fd, &st) == 0 && st.st_size < (off_t)sizeof(sim_faults_t) &&
+        ftruncate(faults_fd, sizeof(sim_faults_t)) != 0)
+        faults_rw = 0;
+    if (fstat(faults_fd, &st) != 0 || st.st_size < (off_t)sizeof(sim_faults_t)) return;
+    void *m = mmap(NULL, sizeof(sim_faults_t), faults_rw ? PROT_READ | PROT_WRITE : PROT_READ,
+                   MAP_SHARED, faults_fd, 0);
+    if (m != MAP_FAILED) sim_faults = m;
+    else faults_rw = 0;
+}
+
 static void do_init(void) {
     if (load_config() != 0) return;
     load_overhead();
     const char *path = getenv("SIMGPU_STATE");
     if (!path || !*path) path = "/tmp/simgpu-state";
+    map_faults(path);
     state_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
     if (state_fd < 0) {
         fprintf(stderr, "simgpu: cannot open SIMGPU_STATE %s: %s\n", path, strerror(errno));
@@ -448,8 +480,8 @@ unsigned sim_utilisation(int dev) {
 }
 
 int sim_host_lost(int host) {
-    return sim_state && host >= 0 && host < SIM_MAX_DEV &&
-           atomic_load(&sim_state->faults.lost[host]) != 0;
+    return sim_faults && host >= 0 && host < SIM_MAX_DEV &&
+           atomic_load(&sim_faults->lost[host]) != 0;
 }
 
 /* A real driver's event wait sleeps until the GPU interrupts; the simulation's interrupt is a
@@ -458,24 +490,26 @@ int sim_host_lost(int host) {
  * a percent of a core). The futex word is the counter's low 32 bits, which every event
  * changes: at its address on a little-endian machine. */
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "futex word: the counter's low half");
-static uint32_t *published_word(void) { return (uint32_t *)(void *)&sim_state->faults.published; }
+static uint32_t *published_word(void) { return (uint32_t *)(void *)&sim_faults->published; }
 
-/* SIMULATED: one health event into the ring NVML's event sets read. Writers are serialised by
- * a lock on byte 1 of the state file (there is one injector at a time in practice); readers
+/* SIMULATED: one health event into the ring NVML's event sets read (the node only: a process
+ * that mapped the faults read-only raises nothing). Writers are serialised by a lock on byte 1
+ * of the faults file (there is one injector at a time in practice); readers
  * only trust an event once `published` covers it. */
 void sim_raise_event(int host, uint64_t type, uint64_t data, uint32_t pid) {
     struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 1, .l_len = 1};
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    fcntl(state_fd, F_SETLKW, &fl);
-    uint64_t n = atomic_load(&sim_state->faults.published);
-    sim_event_t *e = &sim_state->faults.ring[n % SIM_EVENT_RING];
+    if (!faults_rw) return;
+    fcntl(faults_fd, F_SETLKW, &fl);
+    uint64_t n = atomic_load(&sim_faults->published);
+    sim_event_t *e = &sim_faults->ring[n % SIM_EVENT_RING];
     *e = (sim_event_t){.dev = (uint32_t)host, .pid = pid, .type = type, .data = data,
                        .time_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec};
-    atomic_store(&sim_state->faults.published, n + 1);
+    atomic_store(&sim_faults->published, n + 1);
     syscall(SYS_futex, published_word(), FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
     fl.l_type = F_UNLCK;
-    fcntl(state_fd, F_SETLK, &fl);
+    fcntl(faults_fd, F_SETLK, &fl);
 }
 
 void sim_wait_event(uint32_t seen, uint64_t ns) {

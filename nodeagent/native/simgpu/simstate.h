@@ -78,9 +78,21 @@ typedef struct {
     uint32_t magic, version, ndev, pad;
     sim_dev_t dev[SIM_MAX_DEV];
     sim_slot_t slots[SIM_MAX_SLOTS];
-    sim_faults_t faults;
+    sim_faults_t unused_faults; /* the faults live in their own file (sim_faults); kept so the
+                                 * busy table stays where older state files have it */
     sim_busy_t busy[SIM_MAX_SLOTS];
 } sim_state_t;
+
+/* The faults are the node's, not a tenant's: a real driver raises XIDs and loses GPUs in the
+ * kernel, where no process can forge them. They live in their own file, SIMGPU_FAULTS (default
+ * "$SIMGPU_STATE.faults"), which the node (simgpu-fault, the agent's NVML) opens read-write and
+ * a container gets read-only (the CDI spec's mount): a process that cannot write it maps it
+ * read-only and still sees every event; where it is missing, no event and every GPU answering.
+ * sim_faults is never NULL after sim_init. */
+#define SIM_FAULTS_SUFFIX ".faults"
+extern sim_faults_t *sim_faults;
+/* Whether this process may raise faults (it opened the faults file for writing). */
+int sim_faults_writable(void);
 
 /* Per-container visibility, as a real runtime gives a container only its GPUs' device nodes:
  * where SIM_DEVICE_DIR exists (the CDI spec mounts it read-only), only the devices whose file

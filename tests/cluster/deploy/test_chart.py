@@ -219,3 +219,35 @@ def test_defaults_keep_the_pod_network_and_the_in_cluster_api_address() -> None:
     agent = docs[("DaemonSet", f"{RELEASE}-node-agent")]["spec"]["template"]["spec"]
     assert "--simulate" not in agent["containers"][0]["args"]
     assert "simgpu" not in agent["initContainers"][0]["command"][2]
+
+
+def test_agent_metrics_stay_on_loopback_unless_a_token_guards_them() -> None:
+    """#45: the agents' /metrics (every tenant's namespace and pods on the node) were served on
+    all interfaces without authentication."""
+
+    def agent_args(values: list[str]) -> list[str]:
+        docs = _docs(render(values))
+        spec = docs[("DaemonSet", f"{RELEASE}-node-agent")]["spec"]["template"]["spec"]
+        return spec["containers"][0]["args"]
+
+    for values in ([], REAL_NODE):
+        args = agent_args(values)
+        assert "--metrics-addr=127.0.0.1" in args
+        assert not [a for a in args if a.startswith("--metrics-token-file")]
+    token = ["--set", "monitoring.agentMetricsToken.secret=agent-metrics",
+             "--set", "monitoring.podMonitor.enabled=true"]  # fmt: skip
+    args = agent_args(token)
+    assert "--metrics-addr=0.0.0.0" in args
+    assert "--metrics-token-file=/etc/tranche/agent-metrics/metrics-token" in args
+    parse([a.replace("$(NODE_NAME)", "gpu-0") for a in args[2:]])
+    monitors = _docs(render(token))
+    agent_monitor = monitors[("PodMonitor", f"{RELEASE}-node-agent")]["spec"]
+    [endpoint] = agent_monitor["podMetricsEndpoints"]
+    assert endpoint["authorization"]["credentials"] == {
+        "name": "agent-metrics",
+        "key": "metrics-token",
+    }
+    refused = offline_helm("template", RELEASE, str(CHART), "-n", NAMESPACE, "--kube-version",
+                           "1.37.2", "--set", "monitoring.podMonitor.enabled=true")  # fmt: skip
+    assert refused.returncode != 0
+    assert "set monitoring.agentMetricsToken.secret" in refused.stderr

@@ -1,6 +1,7 @@
 """`make run`'s sample registry (`python -m deploy.ociregistry samples`) serves the pre-flight
-samples and stops with its registry on SIGTERM, as the supervisor stops it at `make stop` (a
-handler that waited for the registry deadlocked once, and `make stop` left the stack running)."""
+samples, read-only once they are in (#45: it took anonymous pushes and deletes), and stops with
+its registry on SIGTERM, as the supervisor stops it at `make stop` (a handler that waited for
+the registry deadlocked once, and `make stop` left the stack running)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ import signal
 import socket
 import subprocess
 
+import urllib3
+
 from deploy.local import platform
-from deploy.ociregistry.samples import served
+from deploy.ociregistry.samples import REPOSITORY, SAMPLES, TAG, served
 from tests.helpers.portal import free_port
 from tests.helpers.wait import wait_for
 
@@ -24,6 +27,14 @@ def test_the_sample_registry_serves_and_stops_on_sigterm(tmp_path, monkeypatch) 
     )  # fmt: skip
     try:
         wait_for(lambda: served(host), 120, "the sample registry to serve the samples")
+        # #45: read-only once seeded: nobody on the node can push over or delete a sample
+        http = urllib3.PoolManager(timeout=5, retries=False)
+        wait_for(lambda: http.request("POST", f"http://{host}/v2/evil/blobs/uploads/").status
+                 == 405, 10, "the sample registry to refuse pushes")  # fmt: skip
+        manifest = f"http://{host}/v2/{REPOSITORY}/{SAMPLES[0].name}/manifests/{TAG}"
+        assert http.request("DELETE", manifest).status == 405
+        assert http.request("PUT", manifest, body=b"{}").status == 405
+        assert served(host)  # reads still answered
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=15) == 0
     finally:

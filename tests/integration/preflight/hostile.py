@@ -45,8 +45,9 @@ def silent_listener(held: list[socket.socket] | None = None) -> Iterator[str]:
 
 
 @contextmanager
-def drip_sender(interval: float = 0.5) -> Iterator[str]:
-    """Answers every connection with an endless HTTP header, one byte per `interval`."""
+def drip_sender(interval: float = 0.5, *, closing: bool = False) -> Iterator[str]:
+    """Answers every connection with an endless HTTP header, one byte per `interval`; with
+    `closing`, whole headers saying `Connection: close` at once, then an endless body so."""
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
     server.listen(16)
@@ -55,6 +56,12 @@ def drip_sender(interval: float = 0.5) -> Iterator[str]:
     def serve(conn: socket.socket) -> None:
         payload = b"HTTP/1.1 200 OK\r\nX-Slow: " + b"a" * 100_000
         try:
+            if closing:
+                conn.sendall(
+                    b"HTTP/1.1 200 OK\r\nConnection: close\r\n"
+                    b"Content-Type: application/vnd.oci.image.manifest.v1+json\r\n\r\n"
+                )
+                payload = b"{" + b" " * 100_000
             for byte in payload:
                 if stop.wait(interval):
                     break

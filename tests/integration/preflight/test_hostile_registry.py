@@ -187,6 +187,40 @@ def test_a_byte_a_second_registry_ends_at_the_image_deadline(plain_http) -> None
     assert "longer than 2 s" in found.error
 
 
+def test_a_registry_closing_the_connection_still_ends_at_the_image_deadline(plain_http) -> None:
+    """#45 finding 4: with `Connection: close` the response takes the socket from its connection;
+    the watchdog must still shut it (it read on at 40 s against a 5 s deadline)."""
+    plain_http.PREFLIGHT_IMAGE_DEADLINE_SECONDS = 2
+    plain_http.PREFLIGHT_REGISTRY_TIMEOUT_SECONDS = 5
+    with drip_sender(0.3, closing=True) as host:
+        started = time.monotonic()
+        found = scan_image(f"{host}/x/y:1")
+        took = time.monotonic() - started
+    assert took < 2 + 1, took
+    assert "longer than 2 s" in found.error
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_scan_task_ends_by_its_time_limit_whatever_the_registries_do(plain_http) -> None:
+    """#45 finding 4: the worker's task has a hard limit (the call's deadline plus one image's),
+    so images read one after another cannot hold a worker thread longer."""
+    plain_http.PREFLIGHT_CALL_DEADLINE_SECONDS = 1
+    plain_http.PREFLIGHT_IMAGE_DEADLINE_SECONDS = 2
+    plain_http.PREFLIGHT_REGISTRY_TIMEOUT_SECONDS = 5
+    slot = limits.acquire(1, 1, 60)
+    key = f"{plain_http.PREFLIGHT_KEY_PREFIX}:result:limit"
+    with drip_sender(0.3) as host, drip_sender(0.3, closing=True) as closing:
+        images = [f"{host}/x/a:1", f"{closing}/x/b:1", f"{host}/x/c:1", f"{closing}/x/d:1"]
+        started = time.monotonic()
+        tasks.scan_images(key, images, slot.as_list())  # no call deadline: the limit ends it
+        took = time.monotonic() - started
+    assert took < 3 + 1, took  # 4 images of 2 s each without it
+    results = [json.loads(r) for r in limits.client().lrange(key, 0, -1)]
+    assert 1 <= len(results) <= 2
+    assert all("longer than" in r["error"] for r in results)
+    assert limits.client().zcard(slot.user_key) == 0
+
+
 # Finding 4: one 256 MiB ELF member in a 0.26 MB gzip layer is read in bounded memory.
 def elf_bomb_layer(size: int) -> bytes:
     cached = CACHE / f"elf-bomb-{size}.tar.gz"

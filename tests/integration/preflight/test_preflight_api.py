@@ -80,6 +80,8 @@ def test_session_api_needs_csrf(world) -> None:
         ("kind: [", 200, "not valid YAML at the end of line 1"),
         ("a: " + "b" * (5 * 1024 * 1024), 413, "larger than 1 MiB"),
         ('{"manifest": 3', 400, "JSON body must be an object"),
+        ('{"a": ' * 3000 + "1" + "}" * 3000, 400, "nested too deeply"),  # #45
+        ("{" * 3000, 400, "JSON body must be an object"),  # #45: 3,000 bare braces
     ],
 )
 def test_bad_input_is_a_clear_verdict_never_a_500(world, client, body, status, words) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from controller.render.bundle import render_platform
 from controller.render.network_policy import render_network_policy
 from controller.render.policies import services
+from controller.render.policies.services import render_service_policy
 from controller.render.spec import ProjectSpec
 
 
@@ -42,8 +43,20 @@ def _service_policy(objects: list[dict]) -> dict:
 def test_node_ports_are_refused_unless_the_setting_allows_them_and_external_ips_always() -> None:
     default = _service_policy(render_platform(()))["spec"]["validations"]
     allowed = _service_policy(render_platform((), node_ports_allowed=True))["spec"]["validations"]
-    assert len(default) == 2
+    assert len(default) == 3
     assert "externalIPs" in default[0]["expression"]
     assert "NodePort" in default[1]["expression"]
     assert "LoadBalancer" in default[1]["expression"]
-    assert allowed == default[:1]  # externalIPs stays refused whatever the setting
+    # externalIPs and ExternalName stay refused whatever the node-port setting
+    assert allowed == [default[0], default[2]]
+
+
+def test_external_name_services_are_refused_unless_offered() -> None:
+    """#45: an ExternalName Service was admitted (the cluster's DNS then answers for it with any
+    host the tenant names)."""
+    refused = render_service_policy()["spec"]["validations"]
+    [rule] = [v for v in refused if "ExternalName" in v["expression"]]
+    assert rule["expression"] == "!has(object.spec.type) || object.spec.type != 'ExternalName'"
+    assert "this platform does not offer that" in rule["messageExpression"]
+    offered = render_service_policy(external_names_allowed=True)["spec"]["validations"]
+    assert not [v for v in offered if "ExternalName" in v["expression"]]

@@ -102,9 +102,15 @@ def test_on_a_real_node_the_simulated_driver_is_mounted_with_only_the_claims_gpu
     assert mounts["/usr/lib/x86_64-linux-gnu/libcuda.so.1"]["hostPath"] == "/sim/libcuda.so.1"
     assert mounts[cdi.SIM_SMI]["hostPath"] == "/sim/nvidia-smi"
     assert f"SIMGPU_STATE={cdi.SIM_STATE}" in spec["containerEdits"]["env"]
+    # The faults (XIDs, lost GPUs) are the node's: mounted read-only, at the path simgpu reads.
+    assert mounts[cdi.SIM_FAULTS]["hostPath"] == "/s/simgpu.state.faults"
+    assert "ro" in mounts[cdi.SIM_FAULTS]["options"]
+    assert "rw" not in mounts[cdi.SIM_FAULTS]["options"]
     # simgpu's visibility folder is the one the C library reads.
     header = (Path(__file__).parents[3] / "nodeagent/native/simgpu/simstate.h").read_text()
     assert f'#define SIM_DEVICE_DIR "{cdi.SIM_DEVICE_DIR}"' in header
+    suffix = cdi.SIM_FAULTS.removeprefix(cdi.SIM_STATE)
+    assert f'#define SIM_FAULTS_SUFFIX "{suffix}"' in header
     without = cdi.render_cdi_spec("u1", [cdi.CdiDevice("u1-gpu-2", "GPU-2", None, 2)], FILES)
     assert cdi.SIM_DEVICE_DIR not in {
         m["containerPath"] for m in without["containerEdits"]["mounts"]

@@ -116,6 +116,16 @@ def test_registry_errors_and_bounds_are_verdicts_not_passes() -> None:
     assert "bound was reached" in bounded.reason
 
 
+def test_a_cpu_only_image_is_told_it_has_no_gpu_code() -> None:
+    """#45: an image without CUDA code (an ordinary CPU image) was a TypeError, so HTTP 500."""
+    cpu = ImageFacts("python:3.12", digest="sha256:x", bytes_read=50_000_000)
+    verdict = check_gpu_code(facts([]), V100_8G, cpu)
+    assert verdict.level is Level.WARNING
+    assert verdict.reason.startswith("No GPU code in this image: none of its files carries CUDA")
+    assert "runtime" in verdict.fix
+    assert verdict.figures["gpu_files"] == 0
+
+
 def test_ram_lint_512mi_container_with_4gib_model() -> None:
     objects = sample(ram_limit="512Mi", ram_request="512Mi")
     objects[1]["spec"]["template"]["metadata"]["annotations"] = {"tranche.dev/model-size": "4Gi"}

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('agents', '0007_podslicestatus_idle_seconds'),
+        ('agents', '0008_podslicestatus_enforcement'),
     ]
 
     operations = [

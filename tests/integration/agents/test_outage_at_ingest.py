@@ -1,12 +1,13 @@
 """A GPU failure opens its slice's outage where it arrives (issue #52, "Outages are
 observations"): the agent's frame carrying a fatal XID's findings, through the ingest service
 on PostgreSQL, leaves one open outage of the claim the pods share, before anything of billing
-runs; a resent frame opens nothing more."""
+runs; a resent frame opens nothing more. The frames are ones the ingest believes (issue #45):
+the node publishes the GPU, the cluster bound the pods to it, the failure is recent."""
 
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -17,6 +18,7 @@ from nodeagent.xid import Severity
 from portal.agents import services
 from portal.agents.models import GpuHealthEvent
 from portal.cluster.models import SliceOutage, UsageRecord
+from tests.helpers.observed import bind_pods
 from tranche import health_kinds
 from tranche.agent_protocol import parse_status
 
@@ -24,13 +26,15 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 NODE = "kwok-gpu-0"
 GPU = "GPU-51a1a7ed-0000-4000-8000-000000000000"
-FAILED = datetime(2026, 11, 10, 10, 42, 7, 216_000, tzinfo=UTC)
+FAILED = datetime.now(UTC).replace(microsecond=216_000) - timedelta(minutes=5)
 
 
 def _frame(seq: int, findings: list[dict]) -> str:
     return json.dumps({
         "type": "status", "node": NODE, "seq": seq, "ts": FAILED.timestamp(), "full": True,
-        "dropped": 0, "gpus": [], "pods": [], "removed": [], "findings": findings,
+        "dropped": 0, "removed": [], "findings": findings, "pods": [],
+        "gpus": [{"uuid": GPU, "name": "Tesla V100-SXM2-16GB", "memory_total_bytes": 16 << 30,
+                  "memory_used_bytes": 0}],
     })  # fmt: skip
 
 
@@ -40,7 +44,7 @@ def _shared_claim(project, product, uid: str, pods: int) -> tuple[UsageRecord, P
     record = UsageRecord.objects.create(
         claim_uid=uid, claim_name=f"shared-{uid}", organization=project.organization,
         project=project, product=product, node=NODE, device="gpu-0",
-        allocated_at=datetime(2026, 11, 1, 8, tzinfo=UTC), opened_by="event",
+        allocated_at=FAILED - timedelta(days=2), opened_by="event",
     )  # fmt: skip
     dev = PreparedDevice("gpu", NODE, "gpu-0", GPU, "", 16 << 30, 50, "")
     claim = PreparedClaim(
@@ -49,6 +53,14 @@ def _shared_claim(project, product, uid: str, pods: int) -> tuple[UsageRecord, P
         pods=tuple(f"{project.namespace}/worker-{uid}-{i}/pod-{uid}-{i}" for i in range(pods)),
     )  # fmt: skip
     return record, claim
+
+
+def _bind(project, claims: list[PreparedClaim]) -> None:
+    """The cluster bound every pod of these claims to NODE (the watcher's bindings)."""
+    bind_pods(project.pk, {
+        ref.split("/")[1]: {"phase": "Running", "node": NODE, "uid": ref.split("/")[2]}
+        for claim in claims for ref in claim.pods
+    })  # fmt: skip
 
 
 def _findings(claims: list[PreparedClaim]) -> list[dict]:
@@ -64,6 +76,7 @@ def test_a_gpu_failure_opens_one_outage_of_the_shared_claim_at_ingest(world) -> 
     project, product = world.project_a, world.products["tranche-v100-16g"]
     services.issue_node_token(NODE)
     record, claim = _shared_claim(project, product, "uid-shared", 3)
+    _bind(project, [claim])
     findings = _findings([claim])
     services.record_status(NODE, parse_status(_frame(1, findings), None, NODE))
 
@@ -90,6 +103,7 @@ def test_two_shared_claims_on_one_gpu_open_one_outage_each(world) -> None:
     project, product = world.project_a, world.products["tranche-v100-16g"]
     services.issue_node_token(NODE)
     (one, a), (two, b) = (_shared_claim(project, product, uid, 2) for uid in ("c-1", "c-2"))
+    _bind(project, [a, b])
     services.record_status(NODE, parse_status(_frame(1, _findings([a, b])), None, NODE))
     assert sorted(SliceOutage.objects.values_list("usage_record_id", flat=True)) == [
         one.pk,

@@ -5,6 +5,8 @@ An object of another organization is indistinguishable from a missing one: both 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from django.db.models import QuerySet
 from django.http import Http404
 from django.utils import timezone
@@ -40,6 +42,37 @@ def get_project(user, project_id: int) -> tuple[Project, Membership]:
     if project is None:
         raise Http404("No such project.")
     return project, get_membership(user, project.organization_id)
+
+
+@dataclass(frozen=True)
+class TenantFrame:
+    """What every tenant page's frame needs, read in two queries: the caller's memberships
+    (with organizations) and the live projects of those organizations (organization, name
+    order). A project outside them is another tenant's or missing: `project()` says 404."""
+
+    memberships: tuple[Membership, ...]
+    projects: tuple[Project, ...]
+
+    def project(self, project_id: int) -> tuple[Project, Membership]:
+        """The project and the caller's membership in its organization, or 404."""
+        for project in self.projects:
+            if project.pk == project_id:
+                for membership in self.memberships:
+                    if membership.organization_id == project.organization_id:
+                        return project, membership
+        raise Http404("No such project.")
+
+
+def tenant_frame(user) -> TenantFrame:
+    """The caller's memberships and projects (`TenantFrame`); empty for an anonymous caller."""
+    memberships = tuple(memberships_of(user).order_by("organization__name", "organization_id"))
+    if not memberships:
+        return TenantFrame((), ())
+    organizations = {m.organization_id: m.organization for m in memberships}
+    projects = tuple(Project.objects.filter(organization_id__in=organizations))
+    for project in projects:  # the organizations already read, not a join's copies
+        project.organization = organizations[project.organization_id]
+    return TenantFrame(memberships, projects)
 
 
 def members_of(membership: Membership) -> QuerySet[Membership]:

@@ -188,8 +188,8 @@ def print_medians(medians: dict, runs: int, args: argparse.Namespace, processes:
         b, a = medians["before"][p], medians["after"][p]
         ratio = a["per_s"] / b["per_s"] if b["per_s"] else float("nan")
         print(
-            f"  {p:<8} {b['per_s']:>8}/s p95 {b['p95_ms']:>7} ms err {b['errors']:<4} -> "
-            f"{a['per_s']:>8}/s p95 {a['p95_ms']:>7} ms err {a['errors']:<4} x{ratio:.2f}"
+            f"  {p:<8} {b['per_s']:>8}/s p95 {b['p95_ms']:>7.1f} ms err {b['errors']:<4} -> "
+            f"{a['per_s']:>8}/s p95 {a['p95_ms']:>7.1f} ms err {a['errors']:<4} x{ratio:.2f}"
             f"  portal CPU/request {b['cpu_ms']:.2f} -> {a['cpu_ms']:.2f} ms"
         )
     print("  each page beside the floor (page req/s / floor req/s, same tree and run):")

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import secrets
 import statistics
 import subprocess
 import sys
@@ -107,7 +108,8 @@ def start_tree(tree: Path, label: str, requests: int, barrier: Path) -> subproce
         "DJANGO_SETTINGS_MODULE": "portal.settings",
         "TRANCHE_DEBUG": "1",
         "TRANCHE_STATE_DIR": os.environ.get("TRANCHE_STATE_DIR", str(ROOT / ".state")),
-        "TRANCHE_DB_NAME": f"tranche_bench_pages_{label}",
+        # Django's test runner drops a test database of the same name: one name per run
+        "TRANCHE_DB_NAME": f"tranche_bench_pages_{label}_{os.getpid()}_{secrets.token_hex(3)}",
         "TRANCHE_LOG_LEVEL": "ERROR",
     }
     code = (

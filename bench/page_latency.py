@@ -53,7 +53,10 @@ def measure(requests: int, barrier: Path, label: str) -> dict[str, list[float]]:
     setup_test_environment()
     databases = setup_databases(verbosity=0, interactive=False)
     try:
-        from portal.orders import queue
+        try:
+            from portal.core import queue
+        except ImportError:  # trees before the queue moved to core
+            from portal.orders import queue
 
         queue.send_reconcile = lambda project_id: None  # no broker traffic from the bench
         try:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import secrets
 import statistics
 import subprocess
 import sys
@@ -52,7 +53,10 @@ def measure(requests: int, barrier: Path, label: str) -> dict[str, list[float]]:
     setup_test_environment()
     databases = setup_databases(verbosity=0, interactive=False)
     try:
-        from portal.orders import queue
+        try:
+            from portal.core import queue
+        except ImportError:  # trees before the queue moved to core
+            from portal.orders import queue
 
         queue.send_reconcile = lambda project_id: None  # no broker traffic from the bench
         try:
@@ -107,7 +111,8 @@ def start_tree(tree: Path, label: str, requests: int, barrier: Path) -> subproce
         "DJANGO_SETTINGS_MODULE": "portal.settings",
         "TRANCHE_DEBUG": "1",
         "TRANCHE_STATE_DIR": os.environ.get("TRANCHE_STATE_DIR", str(ROOT / ".state")),
-        "TRANCHE_DB_NAME": f"tranche_bench_pages_{label}",
+        # Django's test runner drops a test database of the same name: one name per run
+        "TRANCHE_DB_NAME": f"tranche_bench_pages_{label}_{os.getpid()}_{secrets.token_hex(3)}",
         "TRANCHE_LOG_LEVEL": "ERROR",
     }
     code = (

@@ -2,7 +2,8 @@
 
 `GET /healthz` is answered before Django (`portal.core.liveness`: no thread, session or
 database); other HTTP requests are stamped with their arrival first (`portal.core.arrival`:
-deadlines count from there). Sockets pass the same-origin check (scheme, host and port:
+deadlines count from there), then run by `SyncStackHandler`: the middleware and the view in one
+thread hop. Sockets pass the same-origin check (scheme, host and port:
 `portal.core.origin`) and session authentication before any consumer runs; consumers then
 authorise on connect and per event. The ingest role's process (`portal.serve --role ingest`)
 answers only the agents' socket and the probes (`portal.core.ingest_only`).
@@ -13,10 +14,14 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from django.core.asgi import get_asgi_application
+import django
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
-django_asgi_app = get_asgi_application()
+django.setup(set_prefix=False)  # as django.core.asgi.get_asgi_application does
+
+from portal.core.sync_stack import SyncStackHandler  # noqa: E402  (needs Django set up first)
+
+django_asgi_app = SyncStackHandler()  # the middleware chain and view in one thread hop
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs Django set up first)
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402

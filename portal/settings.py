@@ -97,6 +97,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "portal.core.links.links",
             ],
             # human_time/human_date on every page without a {% load %} (one way to say a time)
             "builtins": ["portal.core.templatetags.human"],

@@ -25,7 +25,7 @@ import logging
 import pickle
 from collections.abc import Callable
 from datetime import datetime
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import redis
 from django.conf import settings
@@ -57,20 +57,40 @@ def _generation_key(project_id: int) -> str:
 
 def cached(project: Project, name: str, compute: Callable[[], T]) -> T:
     """`compute()`'s value for this project's current generation (see the module docstring)."""
+    return cached_many(project, {name: lambda _values: compute()})[name]
+
+
+def cached_many(
+    project: Project, computes: dict[str, Callable[[dict[str, Any]], Any]]
+) -> dict[str, Any]:
+    """Several figures of one project read in two Redis round trips (its generation, then every
+    value), for a page that shows them together. A missing one is `compute(values)`, given the
+    values named before it (a figure may derive from an earlier one), and stored."""
     client = redisconn.shared_client(REDIS_TIMEOUT)
     born = int(project.created_at.timestamp() * 1_000_000)
+    values: dict[str, Any] = {}
     try:
         generation = int(client.get(_generation_key(project.pk)) or 0)
-        key = f"{_prefix()}:{project.pk}:{born}:{generation}:{name}"
-        blob = client.get(key)
+        keys = [f"{_prefix()}:{project.pk}:{born}:{generation}:{name}" for name in computes]
+        blobs = client.mget(keys)
     except redis.RedisError:
-        return compute()
-    if blob is not None:
-        return pickle.loads(blob)  # noqa: S301 (written by the portal only, just above)
-    value = compute()
-    with contextlib.suppress(redis.RedisError):  # not kept: the next view computes again
-        client.set(key, pickle.dumps(value), ex=TTL_SECONDS)
-    return value
+        for name, compute in computes.items():
+            values[name] = compute(values)
+        return values
+    missing: dict[str, bytes] = {}
+    for (name, compute), key, blob in zip(computes.items(), keys, blobs, strict=True):
+        if blob is not None:
+            values[name] = pickle.loads(blob)  # noqa: S301 (written by the portal only, below)
+            continue
+        values[name] = compute(values)
+        missing[key] = pickle.dumps(values[name])
+    if missing:
+        with contextlib.suppress(redis.RedisError):  # not kept: the next view computes again
+            pipe = client.pipeline(transaction=False)
+            for key, blob in missing.items():
+                pipe.set(key, blob, ex=TTL_SECONDS)
+            pipe.execute()
+    return values
 
 
 def _bump(project_id: int) -> None:

@@ -13,9 +13,8 @@ from portal.catalog.llm_models import ram_limits_line
 from portal.catalog.models import Product
 from portal.catalog.selectors import find_product
 from portal.orders.selectors import current_quantity
-from portal.tenants.context import nav_context
+from portal.tenants.context import nav_context, request_project
 from portal.tenants.models import Project
-from portal.tenants.selectors import get_project
 
 
 def _ref(project: Project) -> manifests.ProjectRef:
@@ -46,7 +45,7 @@ def _bundle(project: Project, product: Product) -> tuple[str, str]:
 
 
 def _load(request: HttpRequest, project_id: int, product_id: int) -> tuple[Project, Product]:
-    project, _ = get_project(request.user, project_id)
+    project, _ = request_project(request, project_id)
     product = find_product(product_id)
     if product is None:
         raise Http404("No such product.")

@@ -22,6 +22,8 @@ from tranche import money, priced
 from tranche import pricing as billing_pricing
 from tranche.orders import OPEN_ORDER_STATES
 
+QUOTA_LINES = "quota_lines"  # its name among the project's figures (`portal.core.figures`)
+
 
 @dataclass(frozen=True)
 class Quote:
@@ -192,10 +194,11 @@ def quota_lines(project: Project, quota_use: QuotaUse | None) -> list[QuotaLine]
     only until the watcher has seen the project's namespace (`quota_use`, its quota's status,
     exists): after that a product without claims has 0 in use and 0 pending. Kept per project
     until a writer says it changed (`portal.core.figures`)."""
-    return figures.cached(project, "quota_lines", lambda: _quota_lines(project, quota_use))
+    return figures.cached(project, QUOTA_LINES, lambda: compute_quota_lines(project, quota_use))
 
 
-def _quota_lines(project: Project, quota_use: QuotaUse | None) -> list[QuotaLine]:
+def compute_quota_lines(project: Project, quota_use: QuotaUse | None) -> list[QuotaLine]:
+    """`quota_lines` read from the database (uncached)."""
     open_orders = Count("orders", filter=Q(orders__state__in=OPEN_ORDER_STATES))
     subs = {
         s.product_id: s

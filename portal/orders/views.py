@@ -18,9 +18,8 @@ from portal.orders import selectors
 from portal.orders.backlog import delay_notice
 from portal.orders.forms import ConfirmOrderForm, OrderForm
 from portal.orders.services import ConfirmedQuote, place_order, suspension_message
-from portal.tenants.context import nav_context
+from portal.tenants.context import nav_context, request_project
 from portal.tenants.errors import ServiceError
-from portal.tenants.selectors import get_project
 
 VIEWER_MESSAGE = (
     "Viewers cannot place orders. Ask an owner of the organization for the member role."
@@ -56,7 +55,7 @@ def _blocker(membership) -> tuple[str, int] | None:
 @login_required
 def order_form(request: HttpRequest, project_id: int) -> HttpResponse:
     """Step 1: choose a product and the target quantity."""
-    project, membership = get_project(request.user, project_id)
+    project, membership = request_project(request, project_id)
     initial = {k: v for k, v in request.GET.items() if k in ("product", "quantity") and len(v) < 20}
     blocked = _blocker(membership)
     form = OrderForm(initial=initial)
@@ -68,7 +67,7 @@ def order_form(request: HttpRequest, project_id: int) -> HttpResponse:
 @login_required
 def order_confirm(request: HttpRequest, project_id: int) -> HttpResponse:
     """Step 2 (GET): show what changes and what it costs. Step 3 (POST): place the order."""
-    project, membership = get_project(request.user, project_id)
+    project, membership = request_project(request, project_id)
     blocked = _blocker(membership)
     data = request.POST if request.method == "POST" else request.GET
     form = (ConfirmOrderForm if request.method == "POST" else OrderForm)(data)
@@ -121,7 +120,7 @@ def order_confirm(request: HttpRequest, project_id: int) -> HttpResponse:
 @login_required
 def order_list(request: HttpRequest, project_id: int) -> HttpResponse:
     """The project's orders."""
-    project, _ = get_project(request.user, project_id)
+    project, _ = request_project(request, project_id)
     context = {
         "project": project,
         "orders": selectors.orders_of(project)[:200],
@@ -133,7 +132,7 @@ def order_list(request: HttpRequest, project_id: int) -> HttpResponse:
 @login_required
 def order_detail(request: HttpRequest, project_id: int, order_id: int) -> HttpResponse:
     """One order: state, conditions, history, money."""
-    project, _ = get_project(request.user, project_id)
+    project, _ = request_project(request, project_id)
     order = selectors.get_order(project, order_id)
     context = {
         "project": project,

@@ -25,7 +25,7 @@ from portal.preflight.manifest import MAX_MANIFEST_BYTES
 from portal.preflight.samples import sample_images
 from portal.preflight.service import CallDeadline, Report, run_preflight
 from portal.preflight.verdicts import will_fail
-from portal.tenants.context import nav_context
+from portal.tenants.context import nav_context, request_project
 from portal.tenants.errors import ServiceError
 from portal.tenants.selectors import get_project, memberships_of
 
@@ -55,7 +55,7 @@ def _manifest_from_form(request: HttpRequest) -> tuple[str, Report | None]:
 def preflight_page(request: HttpRequest, project_id: int) -> HttpResponse:
     """Paste or upload a manifest, see per check a verdict, the reason and the fix."""
     arrival = arrived_at(request)
-    project, _ = get_project(request.user, project_id)
+    project, _ = request_project(request, project_id)
     text, report, busy = "", None, ""
     if request.method == "POST":
         text, report = _manifest_from_form(request)

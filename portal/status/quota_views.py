@@ -10,22 +10,19 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from portal.orders import selectors as orders
 from portal.status import selectors
-from portal.tenants.context import nav_context
-from portal.tenants.selectors import get_project
+from portal.tenants.context import nav_context, request_project
 
 
 @login_required
 def quota(request: HttpRequest, project_id: int) -> HttpResponse:
     """Entitled, allocated and pending slices per product, plus CPU/RAM quota and headroom."""
-    project, membership = get_project(request.user, project_id)
-    used = selectors.quota_use(project)
+    project, membership = request_project(request, project_id)
+    used, lines, waits = selectors.quota_figures(project)
     cpu_headroom = mem_headroom = None
     if used is not None:
         cpu_headroom = max(0, project.cpu_quota_millicores - used.cpu_used_millicores)
         mem_headroom = max(0, project.memory_quota_mib - used.memory_used_mib)
-    lines = orders.quota_lines(project, used)
     context = {
         "project": project,
         "used": used,
@@ -36,7 +33,7 @@ def quota(request: HttpRequest, project_id: int) -> HttpResponse:
         "notes": [
             (line.product.name, line.not_ready_message) for line in lines if line.not_ready_message
         ],
-        "waits": selectors.quota_waits(project),
+        "waits": waits,
         "cpu_headroom": cpu_headroom,
         "mem_headroom": mem_headroom,
         **nav_context(request, project),

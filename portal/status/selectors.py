@@ -18,10 +18,16 @@ from portal.agents.selectors import project_pod_statuses
 from portal.cluster.models import PodState, QuotaUse
 from portal.cluster.services import row_name
 from portal.core import figures
+from portal.orders import selectors as orders
+from portal.orders.selectors import QuotaLine
 from portal.status.warnings import raw_text, summary_text
 from portal.tenants.models import Project
 from portal.tenants.selectors import projects_of
 from tranche.pod_reasons import CPU_QUOTA, MEMORY_QUOTA
+
+# names among the project's figures (`portal.core.figures`)
+QUOTA_USE = "quota_use"
+QUOTA_WAITS = "quota_waits"
 
 STAFF_GROUPS = ("Support",)
 # The table's shape lives with the rows (portal.agents.rows); the page reads it from here.
@@ -111,13 +117,12 @@ def quota_waits(project: Project) -> list[PodState]:
     """Pods and workloads of the project held back by its CPU or RAM quota now (the quota
     page's banner: a GPU workload can wait on CPU/RAM while its GPU slice is free). Kept per
     project until a writer says it changed (`portal.core.figures`)."""
-    return figures.cached(
-        project,
-        "quota_waits",
-        lambda: list(
-            PodState.objects.filter(project_id=project.pk, reason__in=(CPU_QUOTA, MEMORY_QUOTA))[:5]
-        ),
-    )
+    return figures.cached(project, QUOTA_WAITS, lambda: _quota_waits(project))
+
+
+def _quota_waits(project: Project) -> list[PodState]:
+    reasons = (CPU_QUOTA, MEMORY_QUOTA)
+    return list(PodState.objects.filter(project_id=project.pk, reason__in=reasons)[:5])
 
 
 def node_reports(project_id: int) -> dict[str, float]:
@@ -137,6 +142,22 @@ def node_reports(project_id: int) -> dict[str, float]:
 def quota_use(project: Project) -> QuotaUse | None:
     """The project's CPU/RAM use as its quota last reported it; None until the watcher saw it.
     Kept until the watcher's next change of it (`portal.core.figures`)."""
-    return figures.cached(
-        project, "quota_use", lambda: QuotaUse.objects.filter(project_id=project.pk).first()
+    return figures.cached(project, QUOTA_USE, lambda: _quota_use(project))
+
+
+def _quota_use(project: Project) -> QuotaUse | None:
+    return QuotaUse.objects.filter(project_id=project.pk).first()
+
+
+def quota_figures(project: Project) -> tuple[QuotaUse | None, list[QuotaLine], list[PodState]]:
+    """The quota page's figures, `quota_use`, `orders.quota_lines` and `quota_waits`, in one
+    read of the project's figures (`figures.cached_many`: two Redis round trips, not six)."""
+    values = figures.cached_many(
+        project,
+        {
+            QUOTA_USE: lambda _values: _quota_use(project),
+            orders.QUOTA_LINES: lambda v: orders.compute_quota_lines(project, v[QUOTA_USE]),
+            QUOTA_WAITS: lambda _values: _quota_waits(project),
+        },
     )
+    return values[QUOTA_USE], values[orders.QUOTA_LINES], values[QUOTA_WAITS]

@@ -19,7 +19,7 @@ from portal.cluster.models import PodState, ProjectUsage, UsageRecord
 from portal.orders.models import Order, Subscription
 
 GIB = 1024**3
-QUOTA_QUERIES = 10  # session, user, project, membership, 3 lines, CPU/RAM waits, 2 navigation
+QUOTA_QUERIES = 3  # session, user, the tenant frame (one statement); the figures: Redis
 STATUS_QUERIES = 12  # session, user, project, pods, cluster rows, 3 charts, 2 nav, nodes seen,
 # GPU incidents
 

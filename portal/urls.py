@@ -39,6 +39,7 @@ urlpatterns = [
     # /healthz is answered before Django: portal/core/liveness.py (portal/asgi.py)
     path("readyz", core_views.readyz, name="readyz"),
     path("metrics", metrics.metrics, name="metrics"),
+    path("metrics/business", metrics.business_metrics, name="business_metrics"),
     path("admin/", admin.site.urls),
     path("", tenant_views.home, name="home"),
     path("signup/", tenant_views.signup, name="signup"),

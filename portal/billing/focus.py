@@ -1,16 +1,18 @@
 """FOCUS (FinOps Open Cost and Usage Specification) 1.2 CSV of invoices, credit notes and usage.
 
 Column IDs and rules are the 1.2 specification's (FOCUS_Spec tag v1.2, specification/columns/):
-every Mandatory column, and the Recommended/Conditional ones Tranche can fill, then custom `x_`
-columns after them (specification/attributes/column_handling.md). Rows, per month:
-- one Purchase row per invoice line (a full month or pro-ration; a decrease is a negative
-  Purchase, a refund of slices bought), Recurring, priced in slice-hours: PricingQuantity is the
-  exact slice-hours (delta x hours), ListUnitPrice the monthly price spread over the month;
-- an overage line (slices held past a decrease's grace period) as a Usage row, Usage-Based, its
-  cost the invoice line's: ConsumedQuantity the billed slice-hours, x_ConsumedGpuHours them
-  normalised as below;
-- one Usage row per project and product from the metering ledger, Usage-Based, cost 0 (the
-  entitlement is billed by the Purchase rows): ConsumedQuantity is slice-hours held, and
+every Mandatory column, every Conditional one the export's applicability criteria
+(`APPLICABILITY`) require, the Recommended ones, then custom `x_` columns after them
+(specification/attributes/column_handling.md). Rows, per month:
+- one Usage row per invoice line (a full month or pro-ration; a decrease is a negative row, a
+  refund of slice-hours), Recurring: a slice is a provisioned resource billed per hour it is held
+  in the plan (FOCUS keeps Purchase for what is bought to cover later charges, whose effective
+  cost is 0). PricingQuantity = ConsumedQuantity = the exact slice-hours (delta x hours),
+  x_ConsumedGpuHours them normalised as below; ListUnitPrice the monthly price spread over the
+  month, at 10 decimals;
+- an overage line (slices held past a decrease's grace period) as a Usage row, Usage-Based;
+- one Usage row per project and product from the metering ledger, Usage-Based, cost 0 (what was
+  held, included in the plan's rows): ConsumedQuantity is slice-hours held, and
   x_ConsumedGpuHours the same normalised by the slice's fraction of its GPU (four 25 % slices for
   one hour = 1.000000);
 - one Tax row per invoice (One-Time);
@@ -20,7 +22,8 @@ columns after them (specification/attributes/column_handling.md). Rows, per mont
   One-Time;
 - a void invoice's rows as issued, each followed by its reversal (Correction, One-Time), so the
   month sums to what its corrected invoice (InvoiceId, x_Corrects) bills. Drafts are left out.
-Costs are the billed amounts (no discounts: list = contracted = effective = billed).
+No discounts: ListCost = ContractedCost = ListUnitPrice x PricingQuantity exactly; BilledCost =
+EffectiveCost = the invoice line's amount, to the cent (the two differ by its rounding).
 """
 
 from __future__ import annotations
@@ -48,15 +51,32 @@ COLUMNS = [
     "ConsumedQuantity", "ConsumedUnit", "ContractedCost", "ContractedUnitPrice", "EffectiveCost",
     "InvoiceId", "InvoiceIssuerName", "ListCost", "ListUnitPrice", "PricingCategory",
     "PricingQuantity", "PricingUnit", "ProviderName", "PublisherName", "ResourceId",
-    "ResourceName", "ResourceType", "ServiceCategory", "ServiceName", "SkuId", "SkuPriceId",
-    "SubAccountId", "SubAccountName", "Tags",
+    "ResourceName", "ResourceType", "ServiceCategory", "ServiceName", "ServiceSubcategory",
+    "SkuId", "SkuMeter", "SkuPriceDetails", "SkuPriceId", "SubAccountId", "SubAccountName",
+    "Tags",
     # custom columns, after the specification's
     "x_ConsumedGpuHours", "x_CreditNoteId", "x_InvoiceState", "x_Corrects",
 ]  # fmt: skip
+# The FOCUS 1.2 applicability criteria this export meets (the conditions under which the
+# specification requires its Conditional columns): a public catalogue of unit prices, usage
+# measured (the ledger), projects as sub-accounts, billing by provisioned slices typed as
+# resources, prices fixed when an order is confirmed (contracted), tags, named accounts.
+APPLICABILITY = (
+    "ACCOUNT_NAMING_SUPPORTED",
+    "BILLING_BASED_ON_PROVISIONED_RESOURCES_SUPPORTED",
+    "NEGOTIATED_PRICING_SUPPORTED",
+    "PUBLIC_PRICE_LIST_SUPPORTED",
+    "RESOURCE_TYPE_ASSIGNMENT_SUPPORTED",
+    "SUB_ACCOUNT_SUPPORTED",
+    "TAGGING_SUPPORTED",
+    "UNIT_PRICING_SUPPORTED",
+    "USAGE_MEASUREMENT_SUPPORTED",
+)
 EXPORTED = (Invoice.State.ISSUED, Invoice.State.PAID, Invoice.State.VOID)
 QUANTITY = Decimal("0.000001")
-UNIT_PRICE = Decimal("0.0000000001")
+UNIT_PRICE = Decimal("0.0000000001")  # the declared precision of unit prices (10 decimals)
 SLICE_HOURS = "Slice-Hours"
+SKU_METER = "GPU slice time"
 
 
 def _ts(value) -> str:
@@ -96,10 +116,41 @@ def _base(invoice: Invoice, cost: Decimal) -> dict[str, str]:
         "PublisherName": seller,
         "ServiceCategory": "Compute",
         "ServiceName": "GPU slices",
+        "ServiceSubcategory": "Containers",  # slices serve the tenants' Kubernetes pods
         "Tags": json.dumps({"tranche/invoice": str(invoice)}),
         "x_InvoiceState": invoice.state,
         "x_Corrects": invoice.corrects.display_number if invoice.corrects_id else "",
     }
+
+
+def _priced(row: dict[str, str], unit: Decimal, quantity: Decimal) -> None:
+    """List and contracted cost are unit price x quantity exactly (the unit price at its 10
+    decimals); billed and effective cost stay the invoice's amount, to the cent: the two differ
+    by the invoice's rounding, under half a cent a line."""
+    cost = _num(unit * quantity)
+    row.update(
+        {
+            "ContractedUnitPrice": _num(unit),
+            "ListUnitPrice": _num(unit),
+            "PricingQuantity": _num(quantity),
+            "PricingUnit": SLICE_HOURS,
+            "ContractedCost": cost,
+            "ListCost": cost,
+        }
+    )
+
+
+def _sku_price_details(product) -> str:
+    """What one slice-hour of the SKU is (provider-defined properties, `x_`-prefixed), per
+    pricing unit: one slice."""
+    return json.dumps(
+        {
+            "x_GpuModel": product.gpu_model.name,
+            "x_GpuFractionPercent": product.fraction_percent,
+            "x_ComputePercent": product.compute_percent,
+            "x_MemoryMiB": product.memory_mib,
+        }
+    )
 
 
 def _resource(row: dict[str, str], project, product, sku_price: str) -> None:
@@ -110,6 +161,8 @@ def _resource(row: dict[str, str], project, product, sku_price: str) -> None:
             "ResourceName": f"{product.name} in {project.slug}",
             "ResourceType": "GPU slice entitlement",
             "SkuId": product.device_class,
+            "SkuMeter": SKU_METER,
+            "SkuPriceDetails": _sku_price_details(product),
             "SkuPriceId": f"{product.device_class}@{sku_price}",
             "SubAccountId": project.namespace,
             "SubAccountName": project.slug,
@@ -118,31 +171,29 @@ def _resource(row: dict[str, str], project, product, sku_price: str) -> None:
 
 
 def invoice_rows(invoice: Invoice) -> Iterator[dict[str, str]]:
-    """The invoice's Purchase rows and its Tax row (as issued)."""
+    """The invoice's lines (Usage rows: a slice is a provisioned resource billed per hour held in
+    the plan) and its Tax row, as issued."""
     hours = pricing.hours_in_month(invoice.year, invoice.month)
     for line in invoice.lines.all():
         row = _base(invoice, line.amount)
         unit = (line.unit_monthly_price / hours).quantize(UNIT_PRICE)
         overage = line.kind == "overage"  # held past a cancel's grace: billed per use
+        slice_hours = Decimal(line.delta * line.hours)
         row.update(
             {
-                "ChargeCategory": "Usage" if overage else "Purchase",
+                "ChargeCategory": "Usage",
                 "ChargeDescription": line.description,
                 "ChargeFrequency": "Usage-Based" if overage else "Recurring",
-                "ConsumedQuantity": _num(Decimal(line.hours).quantize(QUANTITY)) if overage else "",
-                "ConsumedUnit": SLICE_HOURS if overage else "",
+                "ConsumedQuantity": _num(slice_hours.quantize(QUANTITY)),
+                "ConsumedUnit": SLICE_HOURS,
                 "ChargePeriodStart": _ts(line.period_start),
                 "ChargePeriodEnd": _ts(line.period_end),
-                "ContractedUnitPrice": _num(unit),
-                "ListUnitPrice": _num(unit),
-                "PricingQuantity": _num(Decimal(line.delta * line.hours)),
-                "PricingUnit": SLICE_HOURS,
+                "x_ConsumedGpuHours": _gpu_hours(slice_hours * 3600, line.product),
             }
         )
-        if overage:
-            row["x_ConsumedGpuHours"] = _gpu_hours(Decimal(line.hours * 3600), line.product)
+        _priced(row, unit, slice_hours)
         if line.kind == SLA_CREDIT:
-            row.update(sla_credit_columns())
+            row.update(sla_credit_columns(line.amount))
         _resource(row, line.project, line.product, f"{line.unit_monthly_price}/month")
         yield row
     tax = _base(invoice, invoice.tax_total)
@@ -164,7 +215,7 @@ def usage_rows(invoice: Invoice) -> Iterator[dict[str, str]]:
     seconds: dict[tuple, int] = defaultdict(int)
     what: dict[tuple, tuple] = {}
     records = usage_in(begin, end).filter(organization_id=invoice.organization_id)
-    for record in records.select_related("project", "product"):
+    for record in records.select_related("project", "product__gpu_model"):
         key = (record.project_id, record.product_id)
         seconds[key] += overlap_seconds(record, begin, end, now)
         what[key] = (record.project, record.product)
@@ -182,13 +233,10 @@ def usage_rows(invoice: Invoice) -> Iterator[dict[str, str]]:
                 "ChargeFrequency": "Usage-Based",
                 "ConsumedQuantity": _num(slice_hours),
                 "ConsumedUnit": SLICE_HOURS,
-                "ContractedUnitPrice": "0",
-                "ListUnitPrice": "0",
-                "PricingQuantity": _num(slice_hours),
-                "PricingUnit": SLICE_HOURS,
                 "x_ConsumedGpuHours": _gpu_hours(held, product),
             }
         )
+        _priced(row, Decimal(0), slice_hours)
         _resource(row, project, product, "included")
         yield row
 
@@ -200,8 +248,9 @@ def void_rows(invoice: Invoice) -> Iterator[dict[str, str]]:
         reverse = dict(row)
         for column in ("BilledCost", "ContractedCost", "EffectiveCost", "ListCost"):
             reverse[column] = _num(-Decimal(row[column]))
-        if row.get("PricingQuantity"):
-            reverse["PricingQuantity"] = _num(-Decimal(row["PricingQuantity"]))
+        for column in ("PricingQuantity", "ConsumedQuantity", "x_ConsumedGpuHours"):
+            if row.get(column):
+                reverse[column] = _num(-Decimal(row[column]))
         reverse.update(
             {
                 "ChargeClass": "Correction",
@@ -241,7 +290,7 @@ def focus_rows(year: int, month: int, organization: Organization | None = None) 
         invoices = invoices.filter(organization=organization)
         notes = notes.filter(invoice__organization=organization)
     for invoice in invoices.select_related("corrects").prefetch_related(
-        "lines__project", "lines__product"
+        "lines__project", "lines__product__gpu_model"
     ):
         if invoice.state == Invoice.State.VOID:
             yield from void_rows(invoice)

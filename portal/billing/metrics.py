@@ -1,5 +1,5 @@
-"""The business as operators see it, one of the collectors of the portal's `/metrics`
-(`portal/metrics.py`).
+"""The business as operators see it: the portal's `/metrics/business` (`portal/metrics.py`),
+scraped once through the portal's Service, never per pod, so each figure is counted once.
 
 Rendered fresh per scrape from the database (nothing lingers from an earlier answer, and every
 portal process answers the same): orders by state, slices sold (held by subscriptions) against
@@ -87,7 +87,7 @@ class BusinessCollector(Collector):
             allocated, pending = usage.get(pk, (0, 0))
             fams["allocated"].add_metric([p.device_class, model], allocated)
             fams["pending"].add_metric([p.device_class, model], pending)
-            unit = float(pricing.hourly_rate(p.monthly_price, 1, now))
+            unit = float(p.monthly_price / hours)  # unrounded: 0.121 is not 0.12
             fams["price"].add_metric([p.device_class, model, p.currency], unit)
             rate = float(round(run_rate.get(pk, Decimal(0)), 4))
             fams["rate"].add_metric([p.device_class, model, p.currency], rate)

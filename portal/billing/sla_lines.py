@@ -61,14 +61,21 @@ def audit_credits(invoice: Invoice, lines: list[InvoiceLine], actor) -> None:
         )
 
 
-def focus_columns() -> dict[str, str]:
+def focus_columns(amount) -> dict[str, str]:
     """What makes an SLA credit line a FOCUS Credit row (One-Time, not a correction of an
-    earlier invoice: the month's own bill); it prices no quantity, so no unit price either."""
+    earlier invoice: the month's own bill); it prices and consumes no quantity, so it has no
+    unit price either, and every cost is the credit's amount."""
+    cost = format(amount, "f")
     return {
         "ChargeCategory": "Credit",
         "ChargeFrequency": "One-Time",
+        "ConsumedQuantity": "",
+        "ConsumedUnit": "",
+        "ContractedCost": cost,
+        "ContractedUnitPrice": "",
+        "ListCost": cost,
+        "ListUnitPrice": "",
         "PricingQuantity": "",
         "PricingUnit": "",
-        "ListUnitPrice": "",
-        "ContractedUnitPrice": "",
+        "x_ConsumedGpuHours": "",
     }

@@ -87,7 +87,7 @@ def credit_note(request: HttpRequest, organization_id: int, note_id: int) -> Htt
 
 @login_required
 def focus_export(request: HttpRequest, organization_id: int, year: int, month: int) -> HttpResponse:
-    """The organization's FOCUS 1.0 CSV of one month's issued invoices and credit notes."""
+    """The organization's FOCUS 1.2 CSV of one month's issued invoices and credit notes."""
     org = get_membership(request.user, organization_id).organization
     if not 1 <= month <= 12:
         raise Http404("No such month.")

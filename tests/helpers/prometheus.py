@@ -47,29 +47,40 @@ class Prometheus:
         return {r["metric"].get(by, ""): float(r["value"][1]) for r in self.query(promql)}
 
     def targets_up(self) -> dict[str, str]:
-        active = self.api("targets")["activeTargets"]
-        return {t["labels"]["job"]: t["health"] for t in active}
+        """job -> "up" when every target of the job is, else the health of one that is not."""
+        health: dict[str, str] = {}
+        for t in self.api("targets")["activeTargets"]:
+            job = t["labels"]["job"]
+            if health.get(job, "up") == "up":
+                health[job] = t["health"]
+        return health
 
 
-def _config(targets: dict[str, tuple[str, str]], rules: list[Path]) -> str:
-    """Prometheus's YAML (JSON is YAML): one job per name, (host:port, path) each."""
+Targets = dict[str, tuple[str | list[str], str]]
+
+
+def _config(targets: Targets, rules: list[Path]) -> str:
+    """Prometheus's YAML (JSON is YAML): one job per name, (host:port or several, path) each."""
     return json.dumps(
         {
             "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
             "rule_files": [str(r) for r in rules],
             "scrape_configs": [
-                {"job_name": job, "metrics_path": path, "static_configs": [{"targets": [target]}]}
-                for job, (target, path) in targets.items()
+                {
+                    "job_name": job,
+                    "metrics_path": path,
+                    "static_configs": [{"targets": [t] if isinstance(t, str) else list(t)}],
+                }
+                for job, (t, path) in targets.items()
             ],
         }
     )
 
 
 @contextmanager
-def run_prometheus(
-    tmp: Path, targets: dict[str, tuple[str, str]], rules: list[Path]
-) -> Iterator[Prometheus]:
-    """Start Prometheus scraping `targets` (job -> (host:port, metrics path)) with `rules`."""
+def run_prometheus(tmp: Path, targets: Targets, rules: list[Path]) -> Iterator[Prometheus]:
+    """Start Prometheus scraping `targets` (job -> (host:port or a list of them, metrics path))
+    with `rules`."""
     tmp.mkdir(parents=True, exist_ok=True)
     config = tmp / "prometheus.yml"
     config.write_text(_config(targets, rules))

@@ -1,8 +1,7 @@
-"""The FOCUS 1.2 export checked column by column against the specification's own list.
-
-The PyPI `focus-validator` (1.0.0, its only release there) validates FOCUS 1.0 only, whose column
-IDs (InvoiceIssuer, Provider, Publisher, ResourceID) 1.2 renamed, so it cannot judge a 1.2 file;
-this test checks every rule below against `tests/fixtures/focus/columns_1_2.py`, copied from the
+"""The FOCUS 1.2 export checked against the specification twice: every rule of
+focus-validator 2.2.1's model of FOCUS 1.2 (`tests/fixtures/focus/model_rules.py`: the rules the
+current validator runs, read from the file it ships, under the applicability criteria the export
+declares), and column by column against `tests/fixtures/focus/columns_1_2.py`, copied from the
 specification, not from our code.
 """
 
@@ -12,12 +11,13 @@ import csv
 import json
 import re
 from datetime import UTC, datetime
-from decimal import ROUND_HALF_UP, Decimal
+from decimal import Decimal
 from io import StringIO
 
 from portal.billing import services
-from portal.billing.focus import focus_csv
+from portal.billing.focus import APPLICABILITY, UNIT_PRICE, focus_csv
 from tests.fixtures.focus import columns_1_2 as spec
+from tests.fixtures.focus import model_rules
 from tests.integration.billing.helpers import held_claim, place_at
 
 DATETIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
@@ -121,7 +121,7 @@ def _prices(row: dict[str, str]) -> list[str]:
     ]
     if row["PricingQuantity"] and row["ListUnitPrice"] and row["ChargeClass"] != "Correction":
         product = Decimal(row["PricingQuantity"]) * Decimal(row["ListUnitPrice"])
-        if product.quantize(Decimal("0.01"), ROUND_HALF_UP) != Decimal(row["ListCost"]):
+        if product != Decimal(row["ListCost"]):  # exactly: FOCUS defines ListCost so
             bad.append(f"PricingQuantity x ListUnitPrice {product} != ListCost {row['ListCost']}")
     return bad
 
@@ -131,8 +131,9 @@ def _check_row(row: dict[str, str], types: dict[str, tuple[str, bool]]) -> list[
     return _types(row, types) + _allowed(row) + _conditional_nulls(row) + _prices(row)
 
 
-def test_focus_1_2_export_meets_the_specification(world, settings) -> None:
-    settings.CONTROLLER_CANCEL_GRACE_SECONDS = 3600
+def _issued_month(world):
+    """The month above invoiced, an invoice corrected by a credit note, another voided and
+    reissued: every kind of row the export writes."""
     _month(world)
     services.run_monthly_invoices(2026, 11)
     invoice = services.generate_invoice(world.org_a, 2026, 11)[0]  # the one the run made
@@ -142,6 +143,59 @@ def test_focus_1_2_export_meets_the_specification(world, settings) -> None:
     corrected, created = services.generate_invoice(world.org_b, 2026, 11)
     assert created
     assert corrected.corrects_id == other.pk
+    return invoice, other, corrected
+
+
+def test_focus_validator_2_2_1_rules_hold(world, settings) -> None:
+    """Every rule focus-validator 2.2.1 checks on FOCUS 1.2, on every row: the columns the
+    declared conditions require (SkuMeter, SkuPriceDetails with SkuId/SkuPriceId), the
+    recommended ones (ServiceSubcategory), unit price x quantity = cost."""
+    settings.CONTROLLER_CANCEL_GRACE_SECONDS = 3600
+    _issued_month(world)
+    text = focus_csv(2026, 11)
+    rows = list(csv.DictReader(StringIO(text)))
+    header = text.splitlines()[0].split(",")
+    model = model_rules.load_model()
+    assert model["Details"] == {"ModelVersion": "1.2.0.1", "FOCUSVersion": "1.2"}
+    validator = model_rules.Validator(model, header, rows, APPLICABILITY)
+    failures = validator.run()
+    assert sorted(failures) == [], failures
+    required = [
+        r["ValidationCriteria"]["Requirement"]["ColumnName"]
+        for i, r in model["ModelRules"].items()
+        if i.startswith("CostAndUsage-D-") and validator.applies(i)
+        and r["ValidationCriteria"]["Requirement"].get("CheckFunction") == "ColumnPresent"
+    ]  # fmt: skip
+    assert {"SkuMeter", "SkuPriceDetails", "ServiceSubcategory"} <= set(required)
+    assert [c for c in required if c not in header] == []
+    priced = [r for r in rows if r["PricingQuantity"] and r["ChargeClass"] != "Correction"]
+    assert len(priced) > 10
+    for row in priced:  # exactly, at the unit price's declared 10 decimals
+        quantity = Decimal(row["PricingQuantity"])
+        assert Decimal(row["ListUnitPrice"]) * quantity == Decimal(row["ListCost"])
+        assert Decimal(row["ContractedUnitPrice"]) * quantity == Decimal(row["ContractedCost"])
+        rounding = Decimal("0.005") + quantity.copy_abs() * UNIT_PRICE / 2
+        assert abs(Decimal(row["ListCost"]) - Decimal(row["BilledCost"])) <= rounding
+
+
+def test_the_model_catches_what_it_should(world) -> None:
+    """The evaluator is not vacuous: a row without its SkuMeter, a cost that is not unit price
+    x quantity and a subcategory of another category are each named by their rule."""
+    model = model_rules.load_model()
+    row = {
+        "ChargeCategory": "Usage", "ChargeClass": "", "SkuId": "s", "SkuMeter": "",
+        "ListUnitPrice": "0.25", "PricingQuantity": "3", "ListCost": "0.76",
+        "ServiceCategory": "Compute", "ServiceSubcategory": "Generative AI",
+    }  # fmt: skip
+    failures = model_rules.Validator(model, list(row), [row], APPLICABILITY).run()
+    assert {"SkuMeter-C-005-C", "ListUnitPrice-C-010-C", "ServiceSubcategory-C-004-M"} <= set(
+        failures
+    )
+
+
+def test_focus_1_2_export_meets_the_specification(world, settings) -> None:
+    settings.CONTROLLER_CANCEL_GRACE_SECONDS = 3600
+    invoice, other, corrected = _issued_month(world)
 
     text = focus_csv(2026, 11)
     header = text.splitlines()[0].split(",")
@@ -159,19 +213,17 @@ def test_focus_1_2_export_meets_the_specification(world, settings) -> None:
 
     kinds = {(r["ChargeCategory"], r["ChargeClass"], r["ChargeFrequency"]) for r in rows}
     assert kinds == {
-        ("Purchase", "", "Recurring"),
+        ("Usage", "", "Recurring"),  # the plan's slices, billed per hour held in it
         ("Usage", "", "Usage-Based"),
         ("Tax", "", "One-Time"),
         ("Credit", "Correction", "One-Time"),
         ("Tax", "Correction", "One-Time"),
-        ("Purchase", "Correction", "One-Time"),  # the void's reversal
+        ("Usage", "Correction", "One-Time"),  # the void's reversal
     }
     # exact quantities: slice-hours are whole hours x slices, never 3.999744
-    purchases = [r for r in rows if r["ChargeCategory"] == "Purchase" and not r["ChargeClass"]]
-    assert all(
-        Decimal(r["PricingQuantity"]) == int(Decimal(r["PricingQuantity"])) for r in purchases
-    )
-    usage = [r for r in rows if r["ChargeCategory"] == "Usage"]
+    plan = [r for r in rows if r["ChargeFrequency"] == "Recurring"]
+    assert all(Decimal(r["PricingQuantity"]) == int(Decimal(r["PricingQuantity"])) for r in plan)
+    usage = [r for r in rows if r["ChargeFrequency"] == "Usage-Based" and r["BilledCost"] == "0.00"]
     v8 = [r for r in usage if r["SkuId"] == "tranche-v100-8g"]
     assert [(r["ConsumedQuantity"], r["ConsumedUnit"], r["x_ConsumedGpuHours"]) for r in v8] == [
         ("4.000000", "Slice-Hours", "1.000000")
@@ -213,10 +265,11 @@ def test_focus_columns_quantities_and_frequencies(world) -> None:
     mandatory = [c[0] for c in spec.COLUMNS if c[1] == "Mandatory"]
     assert [c for c in mandatory if c not in header] == []
     rows = list(csv.DictReader(StringIO(text)))
-    (purchase,) = [r for r in rows if r["ChargeCategory"] == "Purchase"]
+    (plan,) = [r for r in rows if r["ChargeFrequency"] == "Recurring"]
     hours = 720 - (4 * 24 + 8)  # from Nov 5 08:00 to the month's end
-    assert purchase["PricingQuantity"] == str(4 * hours)  # exact, never 4 x 3.999744
-    (usage,) = [r for r in rows if r["ChargeCategory"] == "Usage"]
+    assert plan["PricingQuantity"] == str(4 * hours)  # exact, never 4 x 3.999744
+    assert plan["ConsumedQuantity"] == f"{4 * hours}.000000"
+    (usage,) = [r for r in rows if r["ChargeFrequency"] == "Usage-Based"]
     assert (usage["ConsumedQuantity"], usage["x_ConsumedGpuHours"]) == ("4.000000", "1.000000")
     assert {r["ChargeFrequency"] for r in rows if r["ChargeCategory"] == "Tax"} == {"One-Time"}
 

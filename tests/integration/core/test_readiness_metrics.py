@@ -44,14 +44,18 @@ def test_metrics_follow_readiness_as_redis_stops(client, settings, tmp_path):
     assert after["tranche_readiness_check_seconds"] < 1.0  # bounded like /readyz
 
 
-def test_metrics_only_for_the_host_staff_or_the_token(client, settings):
+ENDPOINTS = [("/metrics", b"tranche_ready{"), ("/metrics/business", b"tranche_orders{")]
+
+
+@pytest.mark.parametrize(("path", "family"), ENDPOINTS)
+def test_metrics_only_for_the_host_staff_or_the_token(client, settings, path, family):
     remote = {"REMOTE_ADDR": "203.0.113.7"}
-    refused = client.get("/metrics", **remote)
+    refused = client.get(path, **remote)
     assert refused.status_code == 403
     assert b"TRANCHE_METRICS_TOKEN" in refused.content
     settings.METRICS_TOKEN = "s3cret-scrape"
-    wrong = client.get("/metrics", HTTP_AUTHORIZATION="Bearer nope", **remote)
+    wrong = client.get(path, HTTP_AUTHORIZATION="Bearer nope", **remote)
     assert wrong.status_code == 403
-    right = client.get("/metrics", HTTP_AUTHORIZATION="Bearer s3cret-scrape", **remote)
+    right = client.get(path, HTTP_AUTHORIZATION="Bearer s3cret-scrape", **remote)
     assert right.status_code == 200
-    assert b"tranche_ready{" in right.content
+    assert family in right.content

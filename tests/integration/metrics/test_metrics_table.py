@@ -60,10 +60,13 @@ def test_the_docs_table_is_what_every_process_serves(client, world):
     client.get("/healthz")
     portal = client.get("/metrics")
     assert portal.status_code == 200
+    business = client.get("/metrics/business")
+    assert business.status_code == 200
     worker, watcher = controller_expositions()
     got = {
         **served(agent_exposition(), "agent"),
         **served(portal.content.decode(), "portal"),
+        **served(business.content.decode(), "business"),
         **served(worker, "worker"),
         **served(watcher, "watcher"),
     }

@@ -101,6 +101,7 @@ def test_a_real_prometheus_scrapes_the_stack(world, tmp_path):
             targets = {
                 "tranche-agent": (f"127.0.0.1:{ports['agent']}", "/metrics"),
                 "tranche-portal": (portal.http_base.removeprefix("http://"), "/metrics"),
+                "tranche-business": (portal.http_base.removeprefix("http://"), "/metrics/business"),
                 "tranche-controller": (f"127.0.0.1:{ports['worker']}", "/metrics"),
                 "tranche-watcher": (f"127.0.0.1:{ports['watcher']}", "/metrics"),
             }
@@ -148,7 +149,7 @@ def _check(prom, product, now, tmp_path: Path) -> None:
         assert abs(total - nvml[uuid]) <= 0.03, (card, nvml, samples)
     # Every family of the table was scraped from the process the table names.
     jobs = {"agent": "tranche-agent", "portal": "tranche-portal", "worker": "tranche-controller",
-            "watcher": "tranche-watcher"}  # fmt: skip
+            "watcher": "tranche-watcher", "business": "tranche-business"}  # fmt: skip
     for name, row in documented().items():
         if name in EVENT_ONLY:
             continue

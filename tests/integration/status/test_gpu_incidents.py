@@ -3,13 +3,16 @@ agent's health findings (built by `nodeagent.health_findings` from a fatal XID o
 two tenants' slices, and from an application XID of one process) go over /ws/agent/; each
 tenant's open live page is told about its own pod only, within the frame's round trip; the
 live page lists the incident when loaded; the support console lists the unhealthy GPU with its
-node, model, XID, time and the pods on it, and the alert; a recovery takes it off the list."""
+node, model, XID, time and the pods on it, and the alert; a recovery takes it off the list. The
+pods are ones the ingest believes the node about (issue #45): bound to it by the cluster, each
+holding a claim allocated there."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import time
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.test import Client
@@ -21,7 +24,9 @@ from nodeagent.health_findings import findings_for
 from nodeagent.xid import Severity
 from portal.agents import services
 from portal.agents.models import GpuHealthEvent, NodeToken
+from portal.cluster.models import UsageRecord
 from tests.helpers.factories import make_staff, make_world
+from tests.helpers.observed import bind_pods
 from tests.helpers.pages import next_message
 from tests.integration.status.test_status_socket import _agent, _publish, _watch
 
@@ -41,10 +46,21 @@ def token(world) -> str:
 
 
 def _claim(ns: str, pod: str) -> PreparedClaim:
+    """The agent's prepared claim of `pod`; the cluster's facts about it (the pod bound to
+    NODE, its claim in the ledger) are stored by `_held_on_node`."""
     dev = PreparedDevice("gpu", NODE, "gpu-0", GPU, "", 8 << 30, 25, "")
     return PreparedClaim(uid=f"c-{pod}", namespace=ns, name=f"{pod}-gpu", devices=(dev,),
                          config_path="", cdi_path="", region_dir="",
                          pods=(f"{ns}/{pod}/uid-{pod}",))  # fmt: skip
+
+
+def _held_on_node(world, project, pod: str) -> None:
+    UsageRecord.objects.create(
+        claim_uid=f"c-{pod}", claim_name=f"{pod}-gpu", organization=project.organization,
+        project=project, product=next(iter(world.products.values())), node=NODE,
+        device="gpu-0", allocated_at=datetime.now(UTC) - timedelta(hours=1), opened_by="event",
+    )  # fmt: skip
+    bind_pods(project.pk, {pod: {"phase": "Running", "node": NODE, "uid": f"uid-{pod}"}})
 
 
 def _frame(seq: int, event: HealthEvent, claims: list[PreparedClaim], pod_of_pid=None) -> str:
@@ -62,6 +78,8 @@ def _frame(seq: int, event: HealthEvent, claims: list[PreparedClaim], pod_of_pid
 def test_both_tenants_are_told_and_support_lists_the_gpu(world, token):
     a, b = world.project_a, world.project_b
     claims = [_claim(a.namespace, "llm-a"), _claim(b.namespace, "llm-b")]
+    _held_on_node(world, a, "llm-a")
+    _held_on_node(world, b, "llm-b")
     failed = HealthEvent(time.time(), GPU, Severity.FATAL, "GPU has fallen off the bus", 79)
 
     async def scenario() -> tuple[dict, dict, float]:
@@ -120,6 +138,8 @@ def test_both_tenants_are_told_and_support_lists_the_gpu(world, token):
 def test_an_application_xid_is_told_to_its_pod_only(world, token):
     a, b = world.project_a, world.project_b
     claims = [_claim(a.namespace, "llm-a"), _claim(b.namespace, "llm-b")]
+    _held_on_node(world, a, "llm-a")
+    _held_on_node(world, b, "llm-b")
     xid = HealthEvent(time.time(), GPU, Severity.APPLICATION, "GPU memory page fault", 31, pid=77)
 
     async def scenario() -> None:

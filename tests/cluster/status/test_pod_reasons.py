@@ -11,6 +11,7 @@ import html
 import json
 import re
 
+import pytest
 from django.test import Client
 from django.urls import reverse
 from kubernetes import client
@@ -192,8 +193,8 @@ def test_capacity_busy_when_every_gpu_is_full(tenant, kube_cluster, fake_gpu_nod
 def test_workloads_refused_by_admission(tenant, kube_cluster) -> None:
     """A Deployment asking for nvidia.com/gpu is refused when applied (policy 1 judges
     workloads: the tenant reads the words from kubectl, and the portal's words for that
-    refusal say the same); a Deployment whose pods break the namespace's PodSecurity level
-    (hostNetwork) is accepted but its pods are refused (FailedCreate): the live page says so."""
+    refusal say the same); so is a Deployment whose pods break the namespace's PodSecurity
+    level (hostNetwork), in PodSecurity's words."""
     page = _start(tenant, kube_cluster, quantity=1)
     apps = client.AppsV1Api(kube_cluster.api_client)
     try:
@@ -215,11 +216,17 @@ def test_workloads_refused_by_admission(tenant, kube_cluster) -> None:
             assert "claim templates" in row["reason"], row
         host = _pod("host", gpu=False)
         host["spec"]["hostNetwork"] = True
-        apps.create_namespaced_deployment(tenant.namespace, _deployment("host", host))
-        row = page.wait_reason("ReplicaSet/host", "Refused by the cluster's admission rules")
-        assert "PodSecurity" in row["reason"], row
-        assert "hostNetwork" in row["reason"], row
-        assert row["phase"] == "NotCreated", row
+        # Refused where it is applied (issue #45: tranche-pod-security judges the template as
+        # PodSecurity would judge its pods), in PodSecurity's words, not left to FailedCreate.
+        with pytest.raises(ApiException) as refused_host:
+            apps.create_namespaced_deployment(tenant.namespace, _deployment("host", host))
+        assert refused_host.value.status == 403
+        message = json.loads(refused_host.value.body)["message"]
+        assert 'would violate PodSecurity "baseline:latest"' in message, message
+        assert "hostNetwork" in message, message
+        verdict = classify_refusal(message, ProjectFacts())
+        assert verdict.reason == ADMISSION, verdict
+        assert "hostNetwork" in verdict.words, verdict
     finally:
         page.watcher.close()
 

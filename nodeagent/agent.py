@@ -106,7 +106,7 @@ async def run(opts: Options) -> None:
     layout = Layout(
         opts.state_dir.resolve(), opts.cdi_dir, opts.core_lib.resolve(), opts.simulate, sim_driver
     )
-    preparer = Preparer(opts.node, gpus, layout, api_claim_source(api))
+    preparer = Preparer(opts.node, gpus, layout, api_claim_source(api), unhealthy=health.unhealthy)
     sockets = Sockets.under(opts.kubelet_dir)
     collector = Collector(
         opts.node,

@@ -15,7 +15,7 @@ import logging
 import os
 import shutil
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -131,11 +131,23 @@ def _write_root_readonly(path: Path, text: str) -> None:
 class Preparer:
     """Thread-safe prepare/unprepare for one node's GPUs."""
 
-    def __init__(self, node: str, gpus: list[GpuInfo], layout: Layout, claims: ClaimSource) -> None:
+    def __init__(
+        self,
+        node: str,
+        gpus: list[GpuInfo],
+        layout: Layout,
+        claims: ClaimSource,
+        unhealthy: Callable[[], Collection[str]] = frozenset,
+    ) -> None:
         self.node = node
         self.gpus = {g.device_name: g for g in gpus}
         self.layout = layout
         self.claims = claims
+        # UUIDs of the GPUs the health monitor holds failed. A scheduler whose ResourceSlice
+        # view predates the device's taint can still allocate it; such a claim is refused here
+        # so its pod never runs on a failed GPU (the taint's eviction then frees it for a
+        # healthy one).
+        self.unhealthy = unhealthy
         self.checkpoint = Checkpoint(layout.checkpoint)
         self._lock = threading.Lock()  # one claim at a time: files and checkpoint stay coherent
 
@@ -162,6 +174,11 @@ class Preparer:
             gpu = self.gpus.get(r["device"])
             if gpu is None:
                 raise PrepareError(f"device {r['device']} of claim {ns_name} is not on this node")
+            if gpu.uuid in self.unhealthy():
+                raise PrepareError(
+                    f"device {r['device']} ({gpu.uuid}) of claim {ns_name} has failed and is "
+                    "tainted: the pod is evicted and scheduled again on a healthy GPU"
+                )
             used = r.get("consumedCapacity") or {}
             if "memory" not in used or "cores" not in used:
                 raise PrepareError(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from django.db import connection
 from playwright.sync_api import expect
@@ -21,6 +21,7 @@ from nodeagent.health_findings import findings_for
 from nodeagent.xid import Severity
 from portal.agents import services
 from portal.audit.models import AuditLog
+from portal.cluster.models import UsageRecord
 from tests.helpers.factories import make_staff, make_world
 from tests.helpers.observed import bind_pods
 from tests.helpers.portal import serve_portal, signed_in_context
@@ -63,6 +64,13 @@ def test_the_tenant_is_told_and_support_lists_the_gpu(browser, transactional_db)
     support = make_staff("sue", "Support")
     bind_pods(project.pk, {"llm-a": {"phase": "Running", "reason": "", "node": NODE,
                                             "uid": "uid-llm-a"}})  # fmt: skip
+    # The pod's claim, allocated on the node (the watcher's ledger): the ingest believes a
+    # node's health findings only about pods bound to it that hold claims there (issue #45).
+    UsageRecord.objects.create(
+        claim_uid="c-a", claim_name="llm-a-gpu", organization=project.organization,
+        project=project, product=next(iter(world.products.values())), node=NODE,
+        device="gpu-0", allocated_at=datetime.now(UTC) - timedelta(hours=1), opened_by="event",
+    )  # fmt: skip
     with serve_portal(connection.settings_dict["NAME"]) as portal:
         base = portal.http_base
         tenant_ctx = signed_in_context(browser, world.owner, base)

@@ -23,7 +23,7 @@ from nodeagent.draplugin.gen.dra.v1beta1 import api_pb2 as v1beta1
 from nodeagent.draplugin.gen.dra.v1beta1 import api_pb2_grpc as v1beta1_grpc
 from nodeagent.draplugin.gen.pluginregistration.v1 import api_pb2 as reg
 from nodeagent.draplugin.gen.pluginregistration.v1 import api_pb2_grpc as reg_grpc
-from nodeagent.draplugin.prepare import Layout, Preparer
+from nodeagent.draplugin.prepare import Layout, PrepareError, Preparer
 from nodeagent.draplugin.server import PluginServer, Sockets
 from tests.helpers.gpus import NODE, allocated_claim
 
@@ -171,3 +171,15 @@ def test_bad_claim_fails_alone_and_v1beta1_works(gpus, layout, claims, sockdir):
         assert "is not allocated yet" in resp.claims["u-2"].error
     finally:
         server.stop()
+
+
+def test_a_claim_on_a_failed_gpu_is_refused_until_it_is_healthy(gpus, layout, claims):
+    """A scheduler whose slice view predates a device's taint can allocate the failed GPU; the
+    plugin refuses to prepare it, so the pod never runs there, and prepares it once healthy."""
+    failed: set[str] = {next(g.uuid for g in gpus if g.device_name == "gpu-1")}
+    preparer = Preparer(NODE, gpus, layout, lambda ns, name: claims[(ns, name)], lambda: failed)
+    with pytest.raises(PrepareError, match="has failed and is tainted"):
+        preparer.prepare("acme-ml", "pod-a-gpu-x7k2", UID)
+    assert preparer.checkpoint.get(UID) is None
+    failed.clear()
+    assert preparer.prepare("acme-ml", "pod-a-gpu-x7k2", UID).devices[0].device == "gpu-1"

@@ -12,6 +12,7 @@
  *   tranche-sample core       is the interception core loaded, here and after execve with
  *                             an empty environment and with LD_PRELOAD= ?
  *   tranche-sample ram MIB    fill MIB of host RAM (the container's memory limit)
+ *   tranche-sample write PATH try to open PATH for writing, as the tenant; says what happened
  *   tranche-sample zombie LINKS MIB
  *                             a hostile chain (issue #44): LINKS processes 50 ms apart, each
  *                             filling GPU 0 in MIB steps until refused, dropping the locks of
@@ -282,7 +283,13 @@ int main(int argc, char **argv) {
         pause();
         return 0;
     }
+    if (!strcmp(mode, "write") && argc > 2) {
+        int fd = open(argv[2], O_WRONLY | O_CLOEXEC);
+        printf("write %s: %s\n", argv[2], fd >= 0 ? "allowed" : strerror(errno));
+        if (fd >= 0) close(fd);
+        return 0;
+    }
     if (!strcmp(mode, "zombie") && argc > 3) return zombie_chain(atoi(argv[2]), strtoull(argv[3], NULL, 10));
-    fprintf(stderr, "usage: tranche-sample [check|gpus|unshare|core|ram MIB|zombie LINKS MIB]\n");
+    fprintf(stderr, "usage: tranche-sample [check|gpus|unshare|core|ram MIB|write PATH|zombie LINKS MIB]\n");
     return 2;
 }

@@ -201,3 +201,17 @@ def test_a_zombie_leader_chain_holds_at_most_its_slice(
     assert sum(held) <= product.memory_mib, out
     assert card <= product.memory_mib + 1024, (card, out)
     client.CoreV1Api(api).delete_namespaced_pod(name, ns, grace_period_seconds=0)
+
+
+def test_a_tenant_pod_cannot_write_the_simulated_gpus_faults(kube_cluster, real_node, pod_in):
+    """Issue #45, finding 3, as the tenant (uid 1000) in a pod on the real node: the fault ring
+    and lost-GPU flags the agent reads (simgpu's "$SIMGPU_STATE.faults") are mounted read-only,
+    so a tenant cannot raise an XID that taints a GPU and evicts other tenants' pods."""
+    api = kube_cluster.api_client
+    ns, name = pod_in(["write", "/var/run/simgpu/state.faults"])
+    state = _finished(api, ns, name, 90, real_node)
+    out = logs(api, ns, name)
+    assert state["exitCode"] == 0, out
+    # Present in the pod and refused: on 083f417 the faults lived in the writable state file.
+    refused = ("Read-only file system", "Permission denied")
+    assert any(f"write /var/run/simgpu/state.faults: {why}" in out for why in refused), out

@@ -38,6 +38,7 @@ from nodeagent import discovery
 from tests.helpers.cdi_launch import launch_script
 from tests.helpers.gpus import v100
 from tests.helpers.skips import NATIVE_BUILD, needs_native_sim
+from tests.helpers.ticking import collector_ticking
 from tests.integration.agents.test_backstop import GIB, MIB, TOLERANCE, Workload
 from tests.integration.agents.test_backstop_compute import Node
 
@@ -120,26 +121,6 @@ def _in_pod(
     )  # fmt: skip
 
 
-@contextlib.contextmanager
-def ticking(collector) -> Iterator[None]:
-    stop = threading.Event()
-
-    def tick() -> None:
-        while not stop.is_set():
-            started = time.monotonic()
-            collector.collect()
-            stop.wait(max(0.0, INTERVAL - (time.monotonic() - started)))
-
-    thread = threading.Thread(target=tick, daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join(timeout=10)
-        collector.close()
-
-
 class OverCap:
     """Samples what NVML lists on the claim's GPU every 10 ms (this test's pod is its only
     user) and records each stretch of time it stays over `bound`."""
@@ -203,7 +184,10 @@ def test_a_zombie_leader_chain_around_the_core_is_brought_under_the_cap(
         chain = None
         pids: list[int] = []
         try:
-            with ticking(collector), OverCap(v100(1).uuid, GIB + TOLERANCE) as over:
+            with (
+                collector_ticking(collector, INTERVAL),
+                OverCap(v100(1).uuid, GIB + TOLERANCE) as over,
+            ):
                 chain = _in_pod(procs, [str(zombiechain), str(link_mib), str(links), str(pace)],
                                 w.env, w.mounts)  # fmt: skip
                 for line in chain.stdout:

@@ -17,7 +17,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -32,6 +31,7 @@ from nodeagent.status import Collector
 from tests.helpers.cdi_launch import apply_cdi, launch_script
 from tests.helpers.gpus import NODE, allocated_claim, v100
 from tests.helpers.skips import NATIVE_BUILD, needs_native_sim
+from tests.helpers.ticking import collector_ticking
 
 REPO = Path(__file__).resolve().parents[3]
 INTERVAL = 0.5  # the agent's tick here
@@ -104,22 +104,8 @@ class Node:
             nvml_process_utilisation=self._utilisation,
             compute=ComputeWatch(window_s=window_s), kill_offenders=True,
         )  # fmt: skip
-        stop = threading.Event()
-
-        def tick() -> None:
-            while not stop.is_set():
-                started = time.monotonic()
-                collector.collect()
-                stop.wait(max(0.0, INTERVAL - (time.monotonic() - started)))
-
-        thread = threading.Thread(target=tick, daemon=True)
-        thread.start()
-        try:
+        with collector_ticking(collector, INTERVAL):
             yield collector
-        finally:
-            stop.set()
-            thread.join(timeout=10)
-            collector.close()
 
     def _utilisation(self, uuid: str) -> dict[int, float]:
         seen = discovery.process_utilisation(uuid)

@@ -16,7 +16,6 @@ import contextlib
 import os
 import signal
 import subprocess
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -26,6 +25,7 @@ import pytest
 
 from tests.helpers.cdi_launch import launch_script
 from tests.helpers.skips import NATIVE_BUILD
+from tests.helpers.ticking import collector_ticking
 from tests.integration.agents.test_backstop import GIB, POD, Workload, pod_cgroup
 
 INTERVAL = 0.5  # the agent's tick here; production ticks are longer, the bound is in ticks
@@ -41,22 +41,8 @@ pytestmark = pytest.mark.skipif(
 @contextmanager
 def agent_ticking(w: Workload) -> Iterator[None]:
     """The collector with kill on, sampled every INTERVAL on a thread of its own."""
-    collector = w.collector(kill=True)
-    stop = threading.Event()
-
-    def tick() -> None:
-        while not stop.is_set():
-            started = time.monotonic()
-            collector.collect()
-            stop.wait(max(0.0, INTERVAL - (time.monotonic() - started)))
-
-    thread = threading.Thread(target=tick, daemon=True)
-    thread.start()
-    try:
+    with collector_ticking(w.collector(kill=True), INTERVAL):
         yield
-    finally:
-        stop.set()
-        thread.join(timeout=10)
 
 
 def _start(w: Workload, command: list[str], mounts: list[dict]) -> subprocess.Popen[str]:
